@@ -1,0 +1,29 @@
+--[[
+  A job is finished: its output is durably enqueued or written. Applies its counters exactly once
+  and marks the crawl done when nothing of it is pending any more.
+
+  KEYS[1] meta      KEYS[2] counters   KEYS[3] urls   KEYS[4] dead
+  KEYS[5] active    the stage's active set
+  KEYS[6..8]        the pending sets of fetch, parse and write
+  ARGV[1] jobId
+  ARGV[2] stage index into KEYS[6..8] (1 fetch, 2 parse, 3 write)
+  ARGV[3] now, ISO 8601
+  ARGV[4] URL fingerprint to update in urls, or ''
+  ARGV[5] its new state, or ''
+  ARGV[6] dead-letter record (JSON), or ''
+  ARGV[7..] pairs: counter name, increment
+
+  Returns 0 when the job had already finished (nothing applied), 1 when applied, 2 when applied and
+  the crawl is now done.
+]]
+--!include markDoneIfIdle.lua
+local pendingKeys = {KEYS[6], KEYS[7], KEYS[8]}
+local stagePending = pendingKeys[tonumber(ARGV[2])]
+if redis.call('SREM', stagePending, ARGV[1]) == 0 then return 0 end
+redis.call('SREM', KEYS[5], ARGV[1])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[3], ARGV[4], ARGV[5]) end
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[4], ARGV[1], ARGV[6]) end
+for i = 7, #ARGV, 2 do
+  redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
+end
+return 1 + markDoneIfIdle(KEYS[1], pendingKeys, ARGV[3])

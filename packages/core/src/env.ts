@@ -1,0 +1,80 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ConfigError } from './errors.js';
+
+/**
+ * Every environment variable the fleet reads, with its default, in one table (Crawlee's ENV_MAP).
+ * The README's configuration table is written from this.
+ */
+export const ENV_TABLE = {
+  REDIS_URL: { default: 'redis://127.0.0.1:6379', doc: 'queues, frontier, crawl state' },
+  MONGO_URL: { default: 'mongodb://127.0.0.1:27017/crawlfleet', doc: 'item store used by writers' },
+  QUEUE_PREFIX: { default: 'crawlfleet', doc: 'BullMQ prefix and prefix of every crawlfleet key' },
+  LOG_LEVEL: { default: 'info', doc: 'pino level; logs are JSON lines on stderr' },
+  USER_AGENTS: { default: '', doc: 'user agents to rotate, newline-separated, or @path/to/file' },
+  LOCK_DURATION_MS: { default: '30000', doc: 'BullMQ job lock; a killed worker\'s jobs run again after this' },
+  PARSE_HIGH_WATER: { default: '5000', doc: 'fetchers pause while the parse queue holds more jobs than this' },
+  WRITE_HIGH_WATER: { default: '5000', doc: 'parsers pause while the write queue holds more jobs than this' },
+} as const;
+
+export type EnvName = keyof typeof ENV_TABLE;
+
+const envSchema = z.object({
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://'),
+  MONGO_URL: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must start with mongodb:// or mongodb+srv://'),
+  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+  USER_AGENTS: z.string(),
+  LOCK_DURATION_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
+  PARSE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
+  WRITE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
+});
+
+export interface Env {
+  redisUrl: string;
+  mongoUrl: string;
+  queuePrefix: string;
+  logLevel: string;
+  userAgents: string[];
+  lockDurationMs: number;
+  parseHighWater: number;
+  writeHighWater: number;
+}
+
+/** Reads a list given inline (comma/newline separated) or as `@path/to/file`. */
+export function readListValue(value: string, name: string, separators = /[\n,]/): string[] {
+  let text = value.trim();
+  if (text.startsWith('@')) {
+    const file = text.slice(1);
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`${name}: cannot read ${file}: ${(err as Error).message}`, { file, cause: err });
+    }
+  }
+  return text
+    .split(separators)
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0 && !s.startsWith('#'));
+}
+
+export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
+  const raw: Record<string, string> = {};
+  for (const [name, spec] of Object.entries(ENV_TABLE)) raw[name] = source[name] ?? spec.default;
+  const parsed = envSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid environment: ${issues.join('; ')}`, { file: 'environment', issues });
+  }
+  const e = parsed.data;
+  return {
+    redisUrl: e.REDIS_URL,
+    mongoUrl: e.MONGO_URL,
+    queuePrefix: e.QUEUE_PREFIX,
+    logLevel: e.LOG_LEVEL,
+    userAgents: readListValue(e.USER_AGENTS, 'USER_AGENTS', /\n/),
+    lockDurationMs: Number(e.LOCK_DURATION_MS),
+    parseHighWater: Number(e.PARSE_HIGH_WATER),
+    writeHighWater: Number(e.WRITE_HIGH_WATER),
+  };
+}

@@ -1,0 +1,57 @@
+import { z } from 'zod';
+import { CRAWL_ID_PATTERN, type Stage } from './keys.js';
+
+/** Job payloads of the three queues. A job that fails its schema is poison: dead-lettered, never run. */
+const crawlId = z.string().regex(CRAWL_ID_PATTERN, 'not a valid crawl id');
+
+export const fetchJobSchema = z.strictObject({
+  crawlId,
+  url: z.url({ protocol: /^https?$/ }),
+  depth: z.int().min(0),
+  referer: z.string().optional(),
+});
+
+export const parseJobSchema = z.strictObject({
+  crawlId,
+  url: z.url(),
+  finalUrl: z.url(),
+  depth: z.int().min(0),
+  status: z.int().min(100).max(599),
+  contentType: z.string(),
+  fetchedAt: z.iso.datetime(),
+  /** the response body, gzip-compressed, base64 */
+  body: z.string(),
+});
+
+export const itemSchema = z.record(z.string(), z.unknown());
+
+export const writeJobSchema = z.strictObject({
+  crawlId,
+  url: z.url(),
+  items: z.array(itemSchema).min(1),
+});
+
+export type FetchJob = z.infer<typeof fetchJobSchema>;
+export type ParseJob = z.infer<typeof parseJobSchema>;
+export type WriteJob = z.infer<typeof writeJobSchema>;
+export type Item = z.infer<typeof itemSchema>;
+
+export interface JobByStage {
+  fetch: FetchJob;
+  parse: ParseJob;
+  write: WriteJob;
+}
+
+export const JOB_SCHEMAS: { [S in Stage]: z.ZodType<JobByStage[S]> } = {
+  fetch: fetchJobSchema,
+  parse: parseJobSchema,
+  write: writeJobSchema,
+};
+
+/** Validates a job payload; returns the problem as one line when it is invalid. */
+export function validateJob<S extends Stage>(stage: S, data: unknown): { ok: true; job: JobByStage[S] } | { ok: false; reason: string } {
+  const result = JOB_SCHEMAS[stage].safeParse(data);
+  if (result.success) return { ok: true, job: result.data };
+  const reason = result.error.issues.map((i) => `${i.path.join('.') || '(payload)'}: ${i.message}`).join('; ');
+  return { ok: false, reason: `invalid ${stage} job: ${reason}` };
+}

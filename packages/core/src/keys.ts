@@ -1,0 +1,66 @@
+/**
+ * Every Redis key crawlfleet uses is built here; no other file spells a key.
+ *
+ * Hash tags keep the fleet Redis Cluster ready:
+ * - each queue lives in its own slot: BullMQ prefix `<P>:{fetch}`, so its keys are `<P>:{fetch}:fetch:*`;
+ * - all keys of one crawl share the slot `{<crawlId>}`, so every Lua script over them is single-slot;
+ * - the crawl index `<P>:crawls` is touched only by plain commands, never inside a script.
+ */
+export const STAGES = ['fetch', 'parse', 'write'] as const;
+export type Stage = (typeof STAGES)[number];
+
+export const CRAWL_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+export interface CrawlKeys {
+  /** hash: spider JSON, state, sink, timestamps */
+  meta: string;
+  /** hash: the status counters */
+  counters: string;
+  /** hash: URL fingerprint -> admission state (see admitUrls-3.lua) */
+  urls: string;
+  /** hash: job id -> JSON dead-letter record */
+  dead: string;
+  /** sets, per stage: job ids enqueued and not yet finished / taken by a worker / waiting for a retry */
+  pending: Record<Stage, string>;
+  active: Record<Stage, string>;
+  delayed: Record<Stage, string>;
+  /** hash: host -> JSON politeness state (issue #4 builds on it) */
+  hosts: string;
+}
+
+export class Keys {
+  constructor(readonly prefix: string) {}
+
+  /** BullMQ prefix for one stage's queue; the hash tag puts the whole queue in one slot. */
+  queuePrefix(stage: Stage): string {
+    return `${this.prefix}:{${stage}}`;
+  }
+
+  /** Set of every registered crawl id. */
+  crawlIndex(): string {
+    return `${this.prefix}:crawls`;
+  }
+
+  /** Every key of one crawl, sharing the hash tag `{crawlId}`. */
+  crawl(crawlId: string): CrawlKeys {
+    const base = `${this.prefix}:crawl:{${crawlId}}`;
+    const perStage = (kind: string) =>
+      Object.fromEntries(STAGES.map((s) => [s, `${base}:${kind}:${s}`])) as Record<Stage, string>;
+    return {
+      meta: `${base}:meta`,
+      counters: `${base}:counters`,
+      urls: `${base}:urls`,
+      dead: `${base}:dead`,
+      pending: perStage('pending'),
+      active: perStage('active'),
+      delayed: perStage('delayed'),
+      hosts: `${base}:hosts`,
+    };
+  }
+
+  /** Every key of a crawl as a flat list, for `reset`. */
+  allCrawlKeys(crawlId: string): string[] {
+    const k = this.crawl(crawlId);
+    return [k.meta, k.counters, k.urls, k.dead, k.hosts, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s]])];
+  }
+}

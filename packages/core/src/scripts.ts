@@ -1,0 +1,55 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Redis } from 'ioredis';
+
+/**
+ * Loads the Lua scripts of `lua/` (one atomic operation each, named `verbNoun-<numKeys>.lua`) and
+ * registers them on a connection under a versioned name, so two fleet versions can share one Redis.
+ */
+export const SCRIPT_VERSION = 1;
+const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
+
+const SCRIPT_FILES = {
+  admitUrls: 'admitUrls-3.lua',
+  beginJob: 'beginJob-4.lua',
+  finishJob: 'finishJob-8.lua',
+  delayJob: 'delayJob-4.lua',
+  checkDone: 'checkDone-4.lua',
+  registerCrawl: 'registerCrawl-1.lua',
+} as const;
+
+export type ScriptName = keyof typeof SCRIPT_FILES;
+
+function readLua(file: string): string {
+  const text = readFileSync(join(LUA_DIR, file), 'utf8');
+  return text.replace(/^--!include (\S+)$/gm, (_line, name: string) => readLua(join('includes', name)));
+}
+
+const loaded = new Map<ScriptName, { lua: string; numberOfKeys: number }>();
+function script(name: ScriptName) {
+  let entry = loaded.get(name);
+  if (!entry) {
+    const file = SCRIPT_FILES[name];
+    entry = { lua: readLua(file), numberOfKeys: Number(/-(\d+)\.lua$/.exec(file)![1]) };
+    loaded.set(name, entry);
+  }
+  return entry;
+}
+
+const registered = new WeakSet<Redis>();
+
+/** Runs one script atomically. `keys` must all share one hash slot. */
+export async function runScript<T = unknown>(redis: Redis, name: ScriptName, keys: string[], args: (string | number)[]): Promise<T> {
+  const { lua, numberOfKeys } = script(name);
+  if (keys.length !== numberOfKeys) throw new Error(`${name} takes ${numberOfKeys} keys, got ${keys.length}`);
+  if (!registered.has(redis)) {
+    for (const n of Object.keys(SCRIPT_FILES) as ScriptName[]) {
+      const s = script(n);
+      redis.defineCommand(`crawlfleet_v${SCRIPT_VERSION}_${n}`, { lua: s.lua, numberOfKeys: s.numberOfKeys });
+    }
+    registered.add(redis);
+  }
+  const command = (redis as unknown as Record<string, (...a: (string | number)[]) => Promise<T>>)[`crawlfleet_v${SCRIPT_VERSION}_${name}`]!;
+  return command.call(redis, ...keys, ...args);
+}

@@ -1,0 +1,139 @@
+import { z } from 'zod';
+
+/** A string that must compile as a JavaScript regular expression. */
+const regex = z.string().superRefine((value, ctx) => {
+  try {
+    new RegExp(value);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: `invalid regular expression: ${(err as Error).message}` });
+  }
+});
+
+const regexList = z.array(regex);
+
+const hostPattern = z
+  .string()
+  .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/, 'must be "host" or "host:port"');
+
+const httpUrl = z.string().superRefine((value, ctx) => {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: `not a valid URL: ${JSON.stringify(value)}` });
+    return;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    ctx.addIssue({ code: 'custom', message: `only http and https URLs are crawled, got ${url.protocol}` });
+  }
+});
+
+export const fieldRuleSchema = z.strictObject({
+  css: z.string().min(1, 'css must not be empty'),
+  attr: z.string().min(1).optional(),
+  all: z.boolean().optional(),
+  regex: regex.optional(),
+  type: z.enum(['string', 'number', 'integer', 'boolean']).optional(),
+  absolute: z.boolean().optional(),
+  required: z.boolean().optional(),
+});
+
+export const itemRuleSchema = z
+  .strictObject({
+    type: z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'must start with a letter; letters, digits, "_" and "-"'),
+    match: regex.optional(),
+    each: z.string().min(1).optional(),
+    key: z.string().min(1).optional(),
+    fields: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'field names are identifiers'), fieldRuleSchema),
+  })
+  .superRefine((rule, ctx) => {
+    const key = rule.key ?? 'url';
+    if (key !== 'url' && !(key in rule.fields)) {
+      ctx.addIssue({ code: 'custom', path: ['key'], message: `key "${key}" is not one of the fields` });
+    }
+    for (const reserved of ['type', 'url', 'spider', 'crawlId', 'fetchedAt']) {
+      if (reserved in rule.fields) {
+        ctx.addIssue({ code: 'custom', path: ['fields', reserved], message: `"${reserved}" is set on every item and cannot be a field` });
+      }
+    }
+  });
+
+export const followRuleSchema = z.strictObject({
+  css: z.string().min(1, 'css must not be empty'),
+  attr: z.string().min(1).optional(),
+  allow: regexList.optional(),
+  deny: regexList.optional(),
+});
+
+const hostPolitenessSchema = z.strictObject({
+  concurrencyPerHost: z.int().min(1).optional(),
+  delayPerHost: z.number().min(0).optional(),
+  randomizeDelay: z.boolean().optional(),
+});
+
+export const politenessSchema = z.strictObject({
+  concurrencyPerHost: z.int().min(1).default(8),
+  delayPerHost: z.number().min(0).default(0),
+  randomizeDelay: z.boolean().default(false),
+  autoThrottle: z
+    .strictObject({
+      enabled: z.boolean().default(false),
+      targetConcurrency: z.number().positive().default(16),
+      maxDelay: z.number().min(0).default(5000),
+    })
+    .prefault({}),
+});
+
+export const retrySchema = z.strictObject({
+  attempts: z.int().min(0).max(50).default(3),
+  statusCodes: z.array(z.int().min(100).max(599)).default([429, 500, 502, 503, 504, 522, 524]),
+});
+
+export const proxySettingsSchema = z.strictObject({
+  strategy: z.enum(['weighted', 'random', 'round_robin']).default('weighted'),
+  ratePerProxy: z.number().min(0).default(0),
+  burstPerProxy: z.int().min(1).default(1),
+  banAfterFailures: z.int().min(1).default(10),
+});
+
+export const DEFAULT_BLOCK_PATTERNS = ['captcha', 'unusual traffic', 'access denied', 'automated queries'];
+
+/** Limits that protect the fetcher from hostile servers; an extension of the contract. */
+export const limitsSchema = z.strictObject({
+  maxResponseBytes: z.int().min(1024).default(10 * 1024 * 1024),
+  timeoutMs: z.int().min(100).default(30_000),
+  maxRedirects: z.int().min(0).max(50).default(10),
+});
+
+export const spiderSchema = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, 'letters, digits, "_", "." and "-", starting with a letter or digit'),
+  startUrls: z.array(httpUrl).default([]),
+  allowedDomains: z.array(hostPattern).optional(),
+  maxDepth: z.int().min(0).optional(),
+  maxPages: z.int().min(1).optional(),
+  obeyRobotsTxt: z.boolean().default(true),
+  allowPrivateAddresses: z.boolean().default(false),
+  follow: z.array(followRuleSchema).default([]),
+  items: z.array(itemRuleSchema).default([]),
+  politeness: politenessSchema.prefault({}),
+  hosts: z.record(z.string().min(1), hostPolitenessSchema).default({}),
+  retry: retrySchema.prefault({}),
+  proxies: proxySettingsSchema.prefault({}),
+  blockPatterns: z.array(z.string().min(1)).default(DEFAULT_BLOCK_PATTERNS),
+  userAgents: z.array(z.string().min(1)).optional(),
+  sitemapUrls: z.array(httpUrl).optional(),
+  limits: limitsSchema.prefault({}),
+});
+
+/** What a user writes. */
+export type SpiderInput = z.input<typeof spiderSchema>;
+/** What the code reads: every default filled in. */
+export type Spider = z.output<typeof spiderSchema>;
+export type ItemRule = Spider['items'][number];
+export type FieldRule = ItemRule['fields'][string];
+export type FollowRule = Spider['follow'][number];
+
+/** The key field of each item type (`url` by default), for sinks that deduplicate or upsert by key. */
+export function itemKeyFields(spider: Spider): Record<string, string> {
+  return Object.fromEntries(spider.items.map((r) => [r.type, r.key ?? 'url']));
+}

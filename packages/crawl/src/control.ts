@@ -1,0 +1,58 @@
+import type { Redis } from 'ioredis';
+import { STAGES, ConfigError, type Keys, type Queues } from '@crawlfleet/core';
+import { checkDone } from './lifecycle.js';
+import { getCrawlState, type CrawlState } from './registry.js';
+
+async function requireState(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlState> {
+  const state = await getCrawlState(redis, keys, crawlId);
+  if (!state) throw new ConfigError(`no crawl with id ${JSON.stringify(crawlId)} (crawlfleet status lists them)`);
+  return state;
+}
+
+/** Workers park the jobs of a paused crawl as delayed jobs; resume promotes them back. */
+export async function pauseCrawl(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlState> {
+  const state = await requireState(redis, keys, crawlId);
+  if (state === 'running') await redis.hset(keys.crawl(crawlId).meta, 'state', 'paused');
+  return state === 'running' ? 'paused' : state;
+}
+
+export async function resumeCrawl(redis: Redis, keys: Keys, queues: Queues, crawlId: string): Promise<CrawlState> {
+  const state = await requireState(redis, keys, crawlId);
+  if (state !== 'paused') return state;
+  const k = keys.crawl(crawlId);
+  await redis.hset(k.meta, 'state', 'running');
+  for (const stage of STAGES) {
+    for (const id of await redis.smembers(k.delayed[stage])) {
+      const job = await queues[stage].getJob(id);
+      if (job && (await job.isDelayed())) await job.promote().catch(() => undefined);
+    }
+  }
+  return (await checkDone(redis, keys, crawlId)) ? 'done' : 'running';
+}
+
+export async function cancelCrawl(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlState> {
+  const state = await requireState(redis, keys, crawlId);
+  if (state === 'running' || state === 'paused') {
+    await redis.hset(keys.crawl(crawlId).meta, 'state', 'cancelled', 'finishedAt', new Date().toISOString());
+    return 'cancelled';
+  }
+  return state;
+}
+
+/** Forgets the crawl's queued jobs, frontier, dead letters and counters; stored items stay. */
+export async function resetCrawl(redis: Redis, keys: Keys, queues: Queues, crawlId: string): Promise<{ removedJobs: number }> {
+  await requireState(redis, keys, crawlId);
+  const k = keys.crawl(crawlId);
+  // Cancel first, so that workers drop this crawl's jobs while we remove them.
+  await redis.hset(k.meta, 'state', 'cancelled');
+  let removedJobs = 0;
+  for (const stage of STAGES) {
+    for (const id of await redis.smembers(k.pending[stage])) {
+      const removed = await queues[stage].remove(id).catch(() => 0);
+      removedJobs += removed;
+    }
+  }
+  await redis.del(...keys.allCrawlKeys(crawlId));
+  await redis.srem(keys.crawlIndex(), crawlId);
+  return { removedJobs };
+}

@@ -1,0 +1,6 @@
+export * from './counters.js';
+export * from './registry.js';
+export * from './lifecycle.js';
+export * from './control.js';
+export * from './status.js';
+export * from './fetch-jobs.js';

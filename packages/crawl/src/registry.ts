@@ -1,0 +1,86 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { CRAWL_ID_PATTERN, ConfigError, runScript, validateSpider, type Keys, type SinkSpec, type Spider } from '@crawlfleet/core';
+
+export const CRAWL_STATES = ['running', 'paused', 'done', 'failed', 'cancelled'] as const;
+export type CrawlState = (typeof CRAWL_STATES)[number];
+
+export interface CrawlRecord {
+  crawlId: string;
+  spider: Spider;
+  version: string;
+  sink: SinkSpec;
+  state: CrawlState;
+  startedAt: string;
+  finishedAt: string | null;
+}
+
+/** `books-2026-12-02T10-00-00Z`: the spider's name and the start time, usable as a key and a folder. */
+export function newCrawlId(spiderName: string, now = new Date()): string {
+  return `${spiderName}-${now.toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/:/g, '-')}`;
+}
+
+export function assertCrawlId(id: string): string {
+  if (!CRAWL_ID_PATTERN.test(id)) {
+    throw new ConfigError(`--crawl-id ${JSON.stringify(id)}: letters, digits, "_", "." and "-" only, at most 128, starting with a letter or digit`);
+  }
+  return id;
+}
+
+export function spiderVersion(spider: Spider): string {
+  return createHash('sha1').update(JSON.stringify(spider)).digest('hex').slice(0, 12);
+}
+
+/** Stores the crawl (or resumes it, taking the new spider and sink). Returns whether it is new. */
+export async function registerCrawl(redis: Redis, keys: Keys, crawlId: string, spider: Spider, sink: SinkSpec): Promise<boolean> {
+  const created = await runScript<number>(redis, 'registerCrawl', [keys.crawl(crawlId).meta], [
+    JSON.stringify(spider),
+    spiderVersion(spider),
+    JSON.stringify(sink),
+    new Date().toISOString(),
+    spider.name,
+  ]);
+  await redis.sadd(keys.crawlIndex(), crawlId);
+  return created === 1;
+}
+
+export async function listCrawlIds(redis: Redis, keys: Keys): Promise<string[]> {
+  return (await redis.smembers(keys.crawlIndex())).sort();
+}
+
+export async function getCrawlState(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlState | undefined> {
+  return ((await redis.hget(keys.crawl(crawlId).meta, 'state')) ?? undefined) as CrawlState | undefined;
+}
+
+export async function loadCrawl(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlRecord | undefined> {
+  const meta = await redis.hgetall(keys.crawl(crawlId).meta);
+  if (!meta.state || !meta.spider) return undefined;
+  return {
+    crawlId,
+    spider: validateSpider(JSON.parse(meta.spider), `crawl ${crawlId}`),
+    version: meta.version ?? '',
+    sink: JSON.parse(meta.sink ?? '{"kind":"mongo"}') as SinkSpec,
+    state: meta.state as CrawlState,
+    startedAt: meta.startedAt ?? '',
+    finishedAt: meta.finishedAt ?? null,
+  };
+}
+
+/**
+ * Workers serve many crawls; each keeps the crawls it has seen, keyed by spider version, so a job
+ * costs no extra round trip unless the crawl's spider changed.
+ */
+export class CrawlCache {
+  private readonly entries = new Map<string, CrawlRecord>();
+  constructor(private readonly redis: Redis, private readonly keys: Keys, private readonly maxEntries = 256) {}
+
+  async get(crawlId: string, version: string): Promise<CrawlRecord | undefined> {
+    const cached = this.entries.get(crawlId);
+    if (cached && cached.version === version) return cached;
+    const record = await loadCrawl(this.redis, this.keys, crawlId);
+    if (!record) return undefined;
+    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(crawlId, record);
+    return record;
+  }
+}

@@ -1,0 +1,61 @@
+import type { Redis } from 'ioredis';
+import { STAGES, type Keys, type Stage } from '@crawlfleet/core';
+import { countersFromHash, type Counters } from './counters.js';
+import type { CrawlState } from './registry.js';
+
+export interface QueueCounts {
+  waiting: number;
+  active: number;
+  delayed: number;
+  failed: number;
+}
+
+export interface CrawlStatus {
+  crawlId: string;
+  spider: string;
+  state: CrawlState;
+  counters: Counters;
+  /** this crawl's jobs in each queue; `failed` counts its dead letters from that stage */
+  queues: Record<Stage, QueueCounts>;
+  startedAt: string;
+  finishedAt: string | null;
+}
+
+/** The status object of CONTRACT.md, read in one round trip. */
+export async function getStatus(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlStatus | undefined> {
+  const k = keys.crawl(crawlId);
+  const pipe = redis.pipeline();
+  pipe.hmget(k.meta, 'spiderName', 'state', 'startedAt', 'finishedAt');
+  pipe.hgetall(k.counters);
+  for (const stage of STAGES) pipe.scard(k.pending[stage]).scard(k.active[stage]).scard(k.delayed[stage]);
+  const results = (await pipe.exec()) ?? [];
+  for (const [err] of results) if (err) throw err;
+  const [spiderName, state, startedAt, finishedAt] = results[0]![1] as (string | null)[];
+  if (!state) return undefined;
+  const counterHash = results[1]![1] as Record<string, string>;
+  const queues = {} as Record<Stage, QueueCounts>;
+  STAGES.forEach((stage, i) => {
+    const [pending, active, delayed] = [2, 3, 4].map((o) => Number(results[o + i * 3]![1]));
+    queues[stage] = {
+      waiting: Math.max(0, pending! - active! - delayed!),
+      active: active!,
+      delayed: delayed!,
+      failed: Number(counterHash[`dead.${stage}`] ?? 0),
+    };
+  });
+  return {
+    crawlId,
+    spider: spiderName ?? '',
+    state: state as CrawlState,
+    counters: countersFromHash(counterHash),
+    queues,
+    startedAt: startedAt ?? '',
+    finishedAt: finishedAt ?? null,
+  };
+}
+
+/** The dead-letter set of a crawl: job id -> record. */
+export async function getDeadLetters(redis: Redis, keys: Keys, crawlId: string): Promise<Record<string, import('./lifecycle.js').DeadLetter>> {
+  const raw = await redis.hgetall(keys.crawl(crawlId).dead);
+  return Object.fromEntries(Object.entries(raw).map(([id, json]) => [id, JSON.parse(json)]));
+}

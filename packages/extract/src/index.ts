@@ -1,0 +1,3 @@
+export * from './compile.js';
+export * from './convert.js';
+export * from './extract.js';

@@ -1,0 +1,97 @@
+import got, { type Agents } from 'got';
+import { NonRetryableError, RetryableError, type Spider } from '@crawlfleet/core';
+import { assertUrlAddressAllowed, ForbiddenAddressError, guardedLookup } from './address-guard.js';
+
+export interface FetchResult {
+  /** the URL after redirects */
+  url: string;
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  contentType: string | undefined;
+  body: Buffer;
+  elapsedMs: number;
+}
+
+export interface FetchOptions {
+  userAgent: string;
+  agent?: Agents;
+  signal?: AbortSignal;
+}
+
+function findForbidden(err: unknown): ForbiddenAddressError | undefined {
+  for (let e = err as { cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) {
+    if (e instanceof ForbiddenAddressError) return e;
+  }
+  return undefined;
+}
+
+/**
+ * One GET with got, under the spider's limits: timeouts on every phase, a redirect cap, a size cap on
+ * the decompressed body, and the SSRF guard on the first request, every redirect and every DNS answer.
+ * got's own retries are off: BullMQ attempts own retrying, so the two never stack.
+ */
+export async function fetchPage(url: string, spider: Pick<Spider, 'limits' | 'allowPrivateAddresses'>, options: FetchOptions): Promise<FetchResult> {
+  const { limits, allowPrivateAddresses } = spider;
+  assertUrlAddressAllowed(new URL(url), allowPrivateAddresses);
+  const started = performance.now();
+  let tooLarge = false;
+  const request = got(url, {
+    responseType: 'buffer',
+    throwHttpErrors: false,
+    retry: { limit: 0 },
+    followRedirect: true,
+    maxRedirects: limits.maxRedirects,
+    decompress: true,
+    http2: false,
+    cache: false,
+    ...(options.agent ? { agent: options.agent } : {}),
+    ...(allowPrivateAddresses ? {} : { dnsLookup: guardedLookup as never }),
+    ...(options.signal ? { signal: options.signal } : {}),
+    timeout: {
+      lookup: Math.min(10_000, limits.timeoutMs),
+      connect: Math.min(10_000, limits.timeoutMs),
+      secureConnect: Math.min(10_000, limits.timeoutMs),
+      send: limits.timeoutMs,
+      response: limits.timeoutMs,
+      request: limits.timeoutMs,
+    },
+    headers: {
+      'user-agent': options.userAgent,
+      accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8',
+      'accept-language': 'en-US,en;q=0.8',
+    },
+    hooks: {
+      beforeRedirect: [(next) => assertUrlAddressAllowed(next.url as URL, allowPrivateAddresses)],
+    },
+  });
+  request.on('downloadProgress', (progress: { transferred: number; total?: number }) => {
+    if (progress.transferred > limits.maxResponseBytes || (progress.total ?? 0) > limits.maxResponseBytes) {
+      tooLarge = true;
+      request.cancel();
+    }
+  });
+  try {
+    const response = await request;
+    return {
+      url: response.url,
+      status: response.statusCode,
+      headers: response.headers,
+      contentType: response.headers['content-type'],
+      body: response.body,
+      elapsedMs: performance.now() - started,
+    };
+  } catch (err) {
+    if (tooLarge) {
+      throw new NonRetryableError('ERR_RESPONSE_TOO_LARGE', `response larger than ${limits.maxResponseBytes} bytes`, { url }, { cause: err });
+    }
+    const forbidden = findForbidden(err);
+    if (forbidden) throw forbidden;
+    const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
+    const message = `${code}: ${(err as Error).message}`;
+    if (code === 'ERR_TOO_MANY_REDIRECTS' || code === 'ENOTFOUND' || code === 'ERR_INVALID_URL' || code === 'ERR_UNSUPPORTED_PROTOCOL') {
+      throw new NonRetryableError(code, message, { url }, { cause: err });
+    }
+    // Timeouts, resets, refused connections and broken bodies: another attempt may succeed.
+    throw new RetryableError(code, message, { url }, { cause: err });
+  }
+}

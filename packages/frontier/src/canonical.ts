@@ -1,0 +1,28 @@
+/**
+ * The canonical form of a URL, so that links differing only in fragment, case of scheme and host,
+ * default port or dot segments are one URL. The query is kept as is: its order can matter to a site.
+ * Returns undefined for anything that is not an http(s) URL.
+ */
+export function canonicalizeUrl(href: string, base?: string): string | undefined {
+  let url: URL;
+  try {
+    url = base === undefined ? new URL(href) : new URL(href, base);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
+  // WHATWG URL already lower-cases scheme and host, drops default ports and resolves dot segments.
+  url.hash = '';
+  url.username = '';
+  url.password = '';
+  if (url.pathname === '') url.pathname = '/';
+  url.pathname = url.pathname.replace(/\/{2,}/g, '/');
+  if (url.search === '?') url.search = '';
+  return url.href;
+}
+
+/** `host` or `host:port` of a canonical URL, as `allowedDomains` spells it. */
+export function hostOf(url: string): { hostname: string; host: string } {
+  const u = new URL(url);
+  return { hostname: u.hostname, host: u.host };
+}

@@ -1,0 +1,3 @@
+export * from './canonical.js';
+export * from './scope.js';
+export * from './admission.js';

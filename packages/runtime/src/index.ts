@@ -1,0 +1,4 @@
+export * from './context.js';
+export * from './stage-worker.js';
+export * from './backpressure.js';
+export * from './shutdown.js';

@@ -1,0 +1,158 @@
+import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
+import {
+  NonRetryableError,
+  RetryableError,
+  errorMessage,
+  fingerprintOfJob,
+  retryDelay,
+  validateJob,
+  type JobByStage,
+  type Stage,
+} from '@crawlfleet/core';
+import { beginJob, delayJob, finishJob, type CrawlRecord, type FinishInput } from '@crawlfleet/crawl';
+import type { FleetContext } from './context.js';
+
+/** What a stage's handler returns: the effects to record when its job finishes. */
+export type StageResult = Omit<FinishInput, 'dead'>;
+
+export interface StageHandlerInput<S extends Stage> {
+  job: Job;
+  data: JobByStage[S];
+  crawl: CrawlRecord;
+  /** the URL's fingerprint within the crawl */
+  fingerprint: string;
+  /** no retry follows this attempt: a handler gives up with its effects (GiveUpError) */
+  isLastAttempt: boolean;
+}
+
+export type StageHandler<S extends Stage> = (input: StageHandlerInput<S>) => Promise<StageResult>;
+
+export interface StageWorkerOptions<S extends Stage> {
+  stage: S;
+  concurrency: number;
+  handler: StageHandler<S>;
+  /** attempts for this stage's jobs when the job itself does not say (parse and write: infrastructure failures) */
+  defaultAttempts?: number;
+}
+
+const PAUSED_RECHECK_MS = 60_000;
+
+/**
+ * Runs one stage on BullMQ. The harness owns the decisions every stage shares:
+ * - a job that fails its schema is poison: dead-lettered with the reason, and the worker goes on;
+ * - a job of a crawl that is gone, cancelled or finished is dropped; of a paused crawl, parked;
+ * - a RetryableError is retried with backoff while attempts remain; anything else, or the last
+ *   attempt, ends in the dead-letter set;
+ * - the job is acknowledged only after finishJob recorded its effects (at-least-once, applied once).
+ */
+export function createStageWorker<S extends Stage>(ctx: FleetContext, options: StageWorkerOptions<S>): Worker {
+  const { stage, handler } = options;
+  const { redis, keys, log } = ctx;
+
+  const processor = async (job: Job, token?: string): Promise<void> => {
+    const id = job.id!;
+    const checked = validateJob(stage, job.data);
+    const crawlId = typeof job.data?.crawlId === 'string' ? (job.data.crawlId as string) : undefined;
+    if (!checked.ok) {
+      log.warn({ stage, jobId: id, reason: checked.reason }, 'poison job dead-lettered');
+      if (crawlId) {
+        await finishJob(redis, keys, crawlId, stage, id, {
+          counters: { failed: 1 },
+          dead: { url: String(job.data?.url ?? ''), stage, reason: checked.reason, code: 'ERR_INVALID_JOB', attempts: job.attemptsMade + 1, at: new Date().toISOString(), data: job.data },
+        });
+      }
+      // Without a crawl to hold it, the job stays in BullMQ's failed set with the reason.
+      if (!crawlId) throw new UnrecoverableError(checked.reason);
+      return;
+    }
+    const data = checked.job;
+    const begun = await beginJob(redis, keys, data.crawlId, stage, id);
+    if (begun.state === 'unknown' || begun.state === 'finished') return;
+    if (begun.state === 'paused') {
+      await delayJob(redis, keys, data.crawlId, stage, id);
+      await job.moveToDelayed(Date.now() + PAUSED_RECHECK_MS, token);
+      throw new DelayedError();
+    }
+    if (begun.state !== 'running') {
+      await finishJob(redis, keys, data.crawlId, stage, id);
+      return;
+    }
+    const crawl = await ctx.crawls.get(data.crawlId, begun.version);
+    if (!crawl) return;
+    const fingerprint = fingerprintOfJob(id);
+    const attempts = job.opts.attempts ?? options.defaultAttempts ?? 1;
+    try {
+      const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts });
+      await finishJob(redis, keys, data.crawlId, stage, id, result);
+    } catch (err) {
+      if (err instanceof DelayedError) throw err;
+      const retryable = !(err instanceof NonRetryableError);
+      if (retryable && job.attemptsMade + 1 < attempts) {
+        await delayJob(redis, keys, data.crawlId, stage, id, 'retries');
+        log.debug({ stage, url: data.url, attempt: job.attemptsMade + 1, err: errorMessage(err) }, 'will retry');
+        throw err;
+      }
+      const code = (err as { code?: string }).code ?? 'ERR_UNEXPECTED';
+      const extra = err instanceof GiveUpError ? err.result : {};
+      log.info({ stage, url: data.url, code, reason: errorMessage(err) }, 'dead-lettered');
+      await finishJob(redis, keys, data.crawlId, stage, id, {
+        ...extra,
+        counters: { ...extra.counters, failed: 1 },
+        dead: {
+          url: data.url,
+          stage,
+          reason: errorMessage(err),
+          code,
+          attempts: job.attemptsMade + 1,
+          at: new Date().toISOString(),
+          data: stage === 'parse' ? { ...data, body: undefined } : data,
+        },
+      });
+    }
+  };
+
+  const worker = new Worker(stage, processor, {
+    connection: ctx.redis.duplicate(),
+    prefix: keys.queuePrefix(stage),
+    concurrency: options.concurrency,
+    lockDuration: ctx.env.lockDurationMs,
+    stalledInterval: Math.max(1000, Math.floor(ctx.env.lockDurationMs / 2)),
+    maxStalledCount: 5,
+    removeOnComplete: { count: 0 },
+    removeOnFail: { count: 10_000 },
+    settings: {
+      backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) =>
+        retryDelay(attemptsMade, err instanceof RetryableError ? err.retryAfterMs : undefined),
+    },
+  });
+  worker.on('error', (err) => log.error({ stage, err: { message: err.message } }, 'worker error'));
+  return worker;
+}
+
+/**
+ * Thrown by a handler to dead-letter its job at once while still recording effects: a 404 was
+ * fetched, so it counts as fetched as well as failed.
+ */
+export class GiveUpError extends NonRetryableError {
+  constructor(code: string, message: string, readonly result: StageResult, context: Record<string, unknown> = {}) {
+    super(code, message, context);
+  }
+}
+
+/** A started stage: its BullMQ worker, and how to stop it (in-flight jobs finish first). */
+export interface RunningStage {
+  stage: Stage;
+  worker: Worker;
+  close(): Promise<void>;
+}
+
+export function runningStage(stage: Stage, worker: Worker, cleanup: () => void | Promise<void> = () => undefined): RunningStage {
+  return {
+    stage,
+    worker,
+    async close() {
+      await worker.close();
+      await cleanup();
+    },
+  };
+}

@@ -1,0 +1,55 @@
+/**
+ * Gathers items from many concurrent callers and flushes them together when `maxItems` have gathered
+ * or `maxWaitMs` have passed, whichever comes first. Each caller's promise settles with the flush
+ * that holds its items, so a job is acknowledged only after its items are stored. Flushes run one at
+ * a time, in order.
+ */
+export interface BatcherOptions {
+  maxItems: number;
+  maxWaitMs: number;
+}
+
+interface Waiter {
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+export class Batcher<T> {
+  private buffer: T[] = [];
+  private waiters: Waiter[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(private readonly flushBatch: (batch: T[]) => Promise<void>, private readonly options: BatcherOptions) {}
+
+  add(items: T[]): Promise<void> {
+    const done = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
+    this.buffer.push(...items);
+    if (this.buffer.length >= this.options.maxItems) this.flushNow();
+    else this.timer ??= setTimeout(() => this.flushNow(), this.options.maxWaitMs);
+    return done;
+  }
+
+  /** Flushes whatever has gathered; resolves when every flush so far has settled. */
+  async drain(): Promise<void> {
+    if (this.buffer.length > 0) this.flushNow();
+    await this.chain.catch(() => undefined);
+  }
+
+  private flushNow(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    const batch = this.buffer;
+    const waiters = this.waiters;
+    this.buffer = [];
+    this.waiters = [];
+    this.chain = this.chain.then(async () => {
+      try {
+        await this.flushBatch(batch);
+        for (const w of waiters) w.resolve();
+      } catch (err) {
+        for (const w of waiters) w.reject(err);
+      }
+    });
+  }
+}

@@ -1,0 +1,5 @@
+export * from './batcher.js';
+export * from './sink.js';
+export * from './formats.js';
+export * from './file-sink.js';
+export * from './open-sink.js';

@@ -1,0 +1,71 @@
+import { defaultSinkSpec, loadSpiderFile, sinkSpecFor } from '@crawlfleet/core';
+import { getStatus } from '@crawlfleet/crawl';
+import { startFetcher } from '@crawlfleet/fetcher';
+import { startParser } from '@crawlfleet/parser';
+import { createFleetContext, onShutdownSignal, type RunningStage } from '@crawlfleet/runtime';
+import { seedCrawl } from '@crawlfleet/seeder';
+import { startWriter } from '@crawlfleet/writer';
+import { EXIT, ExitError } from '../exit-codes.js';
+import { envWith } from '../options.js';
+import { RateMeter, progressLine } from '../progress.js';
+import { waitForEnd } from '../wait-for-end.js';
+
+export interface CrawlOptions {
+  crawlId?: string;
+  out?: string;
+  redis?: string;
+  concurrency: number;
+  maxPages?: number;
+  json?: boolean;
+  quiet?: boolean;
+}
+
+/**
+ * Every stage in this one process: the same workers on the same queues as a fleet, so a crawl
+ * started here can be finished by separate workers, and the other way round.
+ */
+export async function crawlCommand(spiderFile: string, options: CrawlOptions): Promise<number> {
+  const loaded = await loadSpiderFile(spiderFile);
+  const spider = options.maxPages ? { ...loaded, maxPages: options.maxPages } : loaded;
+  const env = envWith(options);
+  const sinkFor = (crawlId: string) => (options.out ? sinkSpecFor(options.out) : defaultSinkSpec(crawlId));
+  sinkFor('check');
+  const ctx = await createFleetContext({ env, name: 'crawl' });
+  const stages: RunningStage[] = [];
+  const stopAll = async () => {
+    await Promise.all(stages.map((s) => s.close()));
+    await ctx.close();
+  };
+  onShutdownSignal(ctx.log, stopAll, () => EXIT.interrupted);
+  try {
+    const { crawlId } = await seedCrawl(ctx, { spider, ...(options.crawlId ? { crawlId: options.crawlId } : {}), sink: sinkFor });
+    stages.push(
+      startFetcher(ctx, { concurrency: options.concurrency }),
+      startParser(ctx, { concurrency: Math.max(2, Math.ceil(options.concurrency / 4)) }),
+      startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }),
+    );
+    const showProgress = !options.quiet && process.stderr.isTTY === true;
+    const meter = new RateMeter();
+    let lastDraw = 0;
+    const state = await waitForEnd(ctx.redis, ctx.keys, crawlId, {
+      onTick: async () => {
+        if (!showProgress || Date.now() - lastDraw < 1000) return;
+        lastDraw = Date.now();
+        const status = await getStatus(ctx.redis, ctx.keys, crawlId);
+        if (status) process.stderr.write(`\r\x1b[2K${progressLine(status, meter.add(status.counters.fetched))}`);
+      },
+    });
+    if (showProgress) process.stderr.write('\n');
+    await Promise.all(stages.map((s) => s.close()));
+    const status = await getStatus(ctx.redis, ctx.keys, crawlId);
+    if (options.json) process.stdout.write(`${JSON.stringify(status)}\n`);
+    else if (!options.quiet && status) {
+      const c = status.counters;
+      process.stderr.write(`crawl ${crawlId} ${state}: ${c.fetched} pages fetched, ${c.items} items, ${c.written} written, ${c.failed} failed, ${c.skipped} skipped\n`);
+    }
+    if (state !== 'done') throw new ExitError(EXIT.failure, `crawl ${crawlId} ended ${state}`);
+    return EXIT.ok;
+  } finally {
+    await stopAll();
+  }
+}

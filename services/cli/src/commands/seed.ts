@@ -1,0 +1,24 @@
+import { loadSpiderFile, sinkSpecFor, defaultSinkSpec, ConfigError } from '@crawlfleet/core';
+import { seedCrawl } from '@crawlfleet/seeder';
+import { withContext } from '../context.js';
+import { envWith } from '../options.js';
+
+export interface SeedCommandOptions {
+  crawlId?: string;
+  sink?: string;
+  urlsFile?: string;
+  redis?: string;
+}
+
+/** Registers the crawl and enqueues its seeds; the crawl id is the last line of stdout. */
+export async function seedCommand(spiderFile: string, urls: string[], options: SeedCommandOptions): Promise<number> {
+  const spider = await loadSpiderFile(spiderFile);
+  if (options.sink === 'mongo') throw new ConfigError('--sink mongo needs the MongoDB writer, which this build does not have yet; use --sink FILE.jsonl or FILE.csv');
+  const sinkFor = (crawlId: string) => (options.sink ? sinkSpecFor(options.sink) : defaultSinkSpec(crawlId));
+  sinkFor('check');
+  const result = await withContext(envWith(options), (ctx) =>
+    seedCrawl(ctx, { spider, sink: sinkFor, urls, ...(options.crawlId ? { crawlId: options.crawlId } : {}), ...(options.urlsFile ? { urlsFile: options.urlsFile } : {}) }),
+  );
+  process.stdout.write(`${result.crawlId}\n`);
+  return 0;
+}

@@ -1,0 +1,33 @@
+import { ConfigError } from '@crawlfleet/core';
+import { getStatus, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
+import { withContext } from '../context.js';
+import { envWith } from '../options.js';
+
+/** Pure: the status as a person reads it. */
+export function formatStatus(s: CrawlStatus): string {
+  const c = s.counters;
+  const q = (name: keyof CrawlStatus['queues']) => {
+    const x = s.queues[name];
+    return `${name}: ${x.waiting} waiting, ${x.active} active, ${x.delayed} delayed, ${x.failed} failed`;
+  };
+  return [
+    `${s.crawlId} (${s.spider}): ${s.state}, started ${s.startedAt}${s.finishedAt ? `, finished ${s.finishedAt}` : ''}`,
+    `  seen ${c.seen}  fetched ${c.fetched}  parsed ${c.parsed}  items ${c.items}  written ${c.written}`,
+    `  invalid ${c.invalid}  failed ${c.failed}  blocked ${c.blocked}  retries ${c.retries}  skipped ${c.skipped}`,
+    `  ${q('fetch')}`,
+    `  ${q('parse')}`,
+    `  ${q('write')}`,
+  ].join('\n');
+}
+
+export async function statusCommand(options: { crawlId?: string; json?: boolean; redis?: string }): Promise<number> {
+  const statuses = await withContext(envWith(options), async (ctx) => {
+    const ids = options.crawlId ? [options.crawlId] : await listCrawlIds(ctx.redis, ctx.keys);
+    const found = await Promise.all(ids.map((id) => getStatus(ctx.redis, ctx.keys, id)));
+    return found.filter((s): s is CrawlStatus => s !== undefined);
+  });
+  if (options.crawlId && statuses.length === 0) throw new ConfigError(`no crawl with id ${JSON.stringify(options.crawlId)}`);
+  if (options.json) process.stdout.write(`${JSON.stringify(options.crawlId ? statuses[0] : statuses)}\n`);
+  else process.stdout.write(statuses.length ? `${statuses.map(formatStatus).join('\n\n')}\n` : 'no crawls\n');
+  return 0;
+}

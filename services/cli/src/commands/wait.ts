@@ -1,0 +1,19 @@
+import { ConfigError } from '@crawlfleet/core';
+import { withContext } from '../context.js';
+import { EXIT } from '../exit-codes.js';
+import { envWith } from '../options.js';
+import { waitForEnd } from '../wait-for-end.js';
+
+/** Exit 0 when done, 1 when failed or cancelled, 124 on timeout. */
+export async function waitCommand(options: { crawlId: string; timeout?: number; redis?: string }): Promise<number> {
+  const state = await withContext(envWith(options), (ctx) =>
+    waitForEnd(ctx.redis, ctx.keys, options.crawlId, options.timeout === undefined ? {} : { timeoutMs: options.timeout * 1000 }),
+  );
+  if (state === 'unknown') throw new ConfigError(`no crawl with id ${JSON.stringify(options.crawlId)}`);
+  if (state === 'timeout') {
+    process.stderr.write(`crawl ${options.crawlId} still running after ${options.timeout} s\n`);
+    return EXIT.timeout;
+  }
+  process.stderr.write(`crawl ${options.crawlId} ${state}\n`);
+  return state === 'done' ? EXIT.ok : EXIT.failure;
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+import { Command, Option } from 'commander';
+import { ConfigError } from '@crawlfleet/core';
+import { assertCrawlId } from '@crawlfleet/crawl';
+import { crawlCommand } from './commands/crawl.js';
+import { CONTROL_ACTIONS, controlCommand } from './commands/control.js';
+import { seedCommand } from './commands/seed.js';
+import { statusCommand } from './commands/status.js';
+import { waitCommand } from './commands/wait.js';
+import { workerCommand } from './commands/worker.js';
+import { describeError, exitCodeFor } from './exit-codes.js';
+import { positiveInt } from './options.js';
+
+let exitCode = 0;
+const run = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => async (...args: A) => {
+  exitCode = await fn(...args);
+};
+const crawlIdOption = () => new Option('--crawl-id <id>', 'crawl id').argParser(assertCrawlId);
+const redisOption = () => new Option('--redis <url>', 'Redis URL (default: REDIS_URL)');
+
+const program = new Command('crawlfleet')
+  .description('A distributed web-scraping fleet on BullMQ.')
+  .showHelpAfterError()
+  .exitOverride();
+
+program
+  .command('crawl')
+  .description('run every stage in this process until the crawl is done')
+  .argument('<spider>', 'spider file (.json, .yaml, .js)')
+  .addOption(crawlIdOption())
+  .option('--out <file>', 'write items to FILE (.jsonl or .csv); default ./data/<crawl-id>/items.jsonl')
+  .addOption(redisOption())
+  .option('--concurrency <n>', 'fetches in flight', positiveInt('--concurrency'), 16)
+  .option('--max-pages <n>', 'stop admitting URLs after N pages', positiveInt('--max-pages'))
+  .option('--json', 'print the final status object as the last line of stdout')
+  .option('--quiet', 'no live progress')
+  .action(run((spider: string, opts: Parameters<typeof crawlCommand>[1]) => crawlCommand(spider, opts)));
+
+program
+  .command('seed')
+  .description('register a crawl and enqueue its start URLs; prints the crawl id')
+  .argument('<spider>', 'spider file')
+  .argument('[urls...]', 'more URLs to enqueue')
+  .addOption(crawlIdOption())
+  .option('--sink <target>', 'FILE.jsonl or FILE.csv (default ./data/<crawl-id>/items.jsonl)')
+  .option('--urls-file <file>', 'a file of URLs, one per line')
+  .addOption(redisOption())
+  .action(run((spider: string, urls: string[], opts: Parameters<typeof seedCommand>[2]) => seedCommand(spider, urls, opts)));
+
+program
+  .command('worker')
+  .description('run one stage as a long-lived worker serving every crawl')
+  .argument('<stage>', 'fetcher, parser or writer')
+  .option('--concurrency <n>', 'jobs in flight', positiveInt('--concurrency'))
+  .addOption(redisOption())
+  .action(run((stage: string, opts: Parameters<typeof workerCommand>[1]) => workerCommand(stage, opts)));
+
+program
+  .command('wait')
+  .description('block until the crawl ends: exit 0 done, 1 failed or cancelled, 124 timeout')
+  .addOption(crawlIdOption().makeOptionMandatory())
+  .option('--timeout <seconds>', 'give up after this long', positiveInt('--timeout'))
+  .addOption(redisOption())
+  .action(run((opts: Parameters<typeof waitCommand>[0]) => waitCommand(opts)));
+
+program
+  .command('status')
+  .description('print the status object of one crawl, or of every crawl')
+  .addOption(crawlIdOption())
+  .option('--json', 'one JSON document on stdout')
+  .addOption(redisOption())
+  .action(run((opts: Parameters<typeof statusCommand>[0]) => statusCommand(opts)));
+
+for (const action of CONTROL_ACTIONS) {
+  const what = { pause: 'pause a crawl', resume: 'resume a paused crawl', cancel: 'cancel a crawl', reset: "forget a crawl's queue, dedup state and counters (items stay)" }[action];
+  program
+    .command(action)
+    .description(what)
+    .addOption(crawlIdOption().makeOptionMandatory())
+    .addOption(redisOption())
+    .action(run((opts: Parameters<typeof controlCommand>[1]) => controlCommand(action, opts)));
+}
+
+try {
+  await program.parseAsync(process.argv);
+  process.exitCode = exitCode;
+} catch (err) {
+  const code = exitCodeFor(err);
+  const isCommander = typeof (err as { code?: unknown }).code === 'string' && String((err as { code: string }).code).startsWith('commander.');
+  // commander already printed its own message; ours names the file, path and problem.
+  if (!isCommander) process.stderr.write(`crawlfleet: ${describeError(err)}\n`);
+  if (err instanceof ConfigError && err.issues.length === 0 && err.file) process.stderr.write(`  in ${err.file}\n`);
+  process.exitCode = code;
+}
+// Short commands end here; long-running ones (worker, crawl) keep the event loop alive themselves.
+if (!['worker'].includes(process.argv[2] ?? '')) {
+  setTimeout(() => process.exit(process.exitCode ?? 0), 100).unref();
+}

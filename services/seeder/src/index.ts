@@ -1,0 +1,65 @@
+import { readFile } from 'node:fs/promises';
+import { ConfigError, type SinkSpec, type Spider } from '@crawlfleet/core';
+import { admitAndEnqueue, checkDone, newCrawlId, registerCrawl } from '@crawlfleet/crawl';
+import { canonicalizeUrl } from '@crawlfleet/frontier';
+import type { FleetContext } from '@crawlfleet/runtime';
+
+export interface SeedOptions {
+  spider: Spider;
+  crawlId?: string;
+  sink: (crawlId: string) => SinkSpec;
+  /** URLs beyond the spider's start URLs */
+  urls?: string[];
+  /** a file of URLs, one per line; `#` starts a comment */
+  urlsFile?: string;
+}
+
+export interface SeedResult {
+  crawlId: string;
+  /** false when the crawl id existed and was resumed */
+  created: boolean;
+  /** URLs newly admitted to the frontier */
+  admitted: number;
+}
+
+function canonicalSeed(url: string, where: string): string {
+  const canonical = canonicalizeUrl(url.trim());
+  if (!canonical) throw new ConfigError(`${where}: ${JSON.stringify(url)} is not an http(s) URL`);
+  return canonical;
+}
+
+export async function readUrlsFile(file: string): Promise<string[]> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${file}: cannot read URLs file: ${(err as Error).message}`, { file, cause: err });
+  }
+  const urls: string[] = [];
+  text.split('\n').forEach((line, i) => {
+    const trimmed = line.trim();
+    if (trimmed && !trimmed.startsWith('#')) urls.push(canonicalSeed(trimmed, `${file}:${i + 1}`));
+  });
+  return urls;
+}
+
+/**
+ * Registers a crawl (the spider and sink stored in Redis) and enqueues its start URLs and any others
+ * given. Seeds are admitted whatever their host: naming a URL is asking for it. Seeding an existing
+ * crawl again resumes it; URLs already fetched are not fetched again.
+ */
+export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promise<SeedResult> {
+  const { spider } = options;
+  const urls = [
+    ...spider.startUrls.map((u, i) => canonicalSeed(u, `startUrls[${i}]`)),
+    ...(options.urls ?? []).map((u) => canonicalSeed(u, 'URL argument')),
+    ...(options.urlsFile ? await readUrlsFile(options.urlsFile) : []),
+  ];
+  if (urls.length === 0) throw new ConfigError(`spider "${spider.name}" has no startUrls and no URLs were given`);
+  const crawlId = options.crawlId ?? newCrawlId(spider.name);
+  const created = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId));
+  const admitted = await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })));
+  await checkDone(ctx.redis, ctx.keys, crawlId);
+  ctx.log.info({ crawlId, created, admitted, seeds: urls.length }, created ? 'crawl registered' : 'crawl resumed');
+  return { crawlId, created, admitted };
+}
