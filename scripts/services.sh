@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Shared by the quick start and the test command: install what is missing and start a private,
+# loopback-only Redis (noeviction, AOF on) for this run when REDIS_URL is not given.
+# Source it; it exports REDIS_URL and registers cleanup on exit.
+
+ensure_debian_package() { # command package
+  command -v "$1" >/dev/null 2>&1 && return 0
+  echo "installing $2 ..." >&2
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$2" >/dev/null
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+ensure_node_modules() { # root
+  if [ ! -d "$1/node_modules/bullmq" ] || [ "$1/package-lock.json" -nt "$1/node_modules/.package-lock.json" ]; then
+    (cd "$1" && npm ci --no-audit --no-fund)
+  fi
+  (cd "$1" && npm run --silent build >/dev/null)
+}
+
+start_redis() { # runtime dir
+  if [ -n "${REDIS_URL:-}" ]; then return 0; fi
+  if redis-cli -p 6379 ping >/dev/null 2>&1 && [ "${CRAWLFLEET_PRIVATE_REDIS:-1}" = 0 ]; then
+    export REDIS_URL=redis://127.0.0.1:6379
+    return 0
+  fi
+  ensure_debian_package redis-server redis-server
+  local dir="$1/redis" port
+  mkdir -p "$dir"
+  port=$(free_port)
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes --appendfsync everysec \
+    --save '' --maxmemory-policy noeviction --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  export REDIS_URL="redis://127.0.0.1:$port"
+  CRAWLFLEET_REDIS_PIDFILE="$dir/redis.pid"
+  echo "redis: $REDIS_URL (noeviction, appendonly)" >&2
+}
+
+stop_services() {
+  if [ -n "${CRAWLFLEET_REDIS_PIDFILE:-}" ] && [ -f "$CRAWLFLEET_REDIS_PIDFILE" ]; then
+    kill "$(cat "$CRAWLFLEET_REDIS_PIDFILE")" 2>/dev/null || true
+  fi
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: installs what is missing (Node modules, Redis), starts a
+# private Redis on a free loopback port, builds, type-checks and runs every jest project.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/scripts/services.sh"
+run_dir="$(mktemp -d /tmp/crawlfleet-test.XXXXXX)"
+trap 'stop_services; rm -rf "$run_dir"' EXIT
+ensure_node_modules "$root"
+start_redis "$run_dir"
+cd "$root"
+npm run --silent typecheck
+node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand "$@"
