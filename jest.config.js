@@ -7,6 +7,7 @@ const common = {
   transform,
 };
 export default {
+  testTimeout: 180_000,
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.test.ts'], testTimeout: 180_000 },

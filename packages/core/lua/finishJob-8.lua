@@ -13,13 +13,22 @@
   ARGV[6] dead-letter record (JSON), or ''
   ARGV[7..] pairs: counter name, increment
 
+  A job that was never pending (a poison job enqueued by hand) still lands in the dead-letter set,
+  once: its counters apply only when its record is new.
+
   Returns 0 when the job had already finished (nothing applied), 1 when applied, 2 when applied and
   the crawl is now done.
 ]]
 --!include markDoneIfIdle.lua
 local pendingKeys = {KEYS[6], KEYS[7], KEYS[8]}
 local stagePending = pendingKeys[tonumber(ARGV[2])]
-if redis.call('SREM', stagePending, ARGV[1]) == 0 then return 0 end
+if redis.call('SREM', stagePending, ARGV[1]) == 0 then
+  if ARGV[6] == '' or redis.call('HSETNX', KEYS[4], ARGV[1], ARGV[6]) == 0 then return 0 end
+  for i = 7, #ARGV, 2 do
+    redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
+  end
+  return 1
+end
 redis.call('SREM', KEYS[5], ARGV[1])
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[3], ARGV[4], ARGV[5]) end
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[4], ARGV[1], ARGV[6]) end

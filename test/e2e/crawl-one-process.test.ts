@@ -1,0 +1,102 @@
+import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { parse as parseCsv } from 'csv-parse/sync';
+import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
+import { comparable, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+
+const PRODUCT_FIELDS = ['type', 'url', 'title', 'price', 'sku', 'category', 'tags'];
+const LISTING_FIELDS = ['type', 'link', 'title', 'price'];
+
+describe('crawlfleet crawl: every stage in one process', () => {
+  let site: Awaited<ReturnType<typeof startCatalogueSite>>;
+  const prefix = uniquePrefix('one');
+  const dir = tempDir('one');
+
+  beforeAll(async () => {
+    site = await startCatalogueSite();
+  });
+  afterAll(async () => {
+    await site.close();
+    await dropPrefix(prefix);
+  });
+
+  test('yields exactly the ground truth, fetching every page once, and reports done', async () => {
+    const spider = writeJson(dir, 'catalogue.json', catalogueSpider(site.url));
+    const out = join(dir, 'items.jsonl');
+    const env = testEnv(prefix);
+    const run = await runCli(['crawl', spider, '--crawl-id', 'cat-one', '--out', out, '--json', '--concurrency', '16'], { env });
+    expect(run.stderr).not.toMatch(/"level":"(error|fatal)"/);
+    expect(run.code).toBe(0);
+
+    const truth = groundTruth(site.url);
+    const items = readJsonl(out);
+    expect(comparable(items.filter((i) => i.type === 'product'), PRODUCT_FIELDS)).toEqual(comparable(truth.products, PRODUCT_FIELDS));
+    expect(comparable(items.filter((i) => i.type === 'listing'), LISTING_FIELDS)).toEqual(comparable(truth.listings, LISTING_FIELDS));
+    expect(items).toHaveLength(truth.products.length + truth.listings.length);
+    for (const item of items) {
+      expect(item).toMatchObject({ spider: 'catalogue', crawlId: 'cat-one' });
+      expect(new Date(item.fetchedAt as string).toISOString()).toBe(item.fetchedAt);
+    }
+
+    // Every page exactly once, and nothing else (fragments, case and dot segments were one URL).
+    const counts = site.counts();
+    expect(new Set(counts.keys())).toEqual(truth.paths);
+    expect([...counts.values()].every((n) => n === 1)).toBe(true);
+
+    const final = JSON.parse(run.stdout.trim().split('\n').pop()!);
+    const pages = truth.paths.size;
+    expect(final).toMatchObject({
+      crawlId: 'cat-one',
+      spider: 'catalogue',
+      state: 'done',
+      counters: {
+        seen: pages,
+        fetched: pages,
+        parsed: pages - truth.failedPaths.length,
+        items: items.length,
+        written: items.length,
+        invalid: truth.invalid,
+        failed: truth.failedPaths.length,
+        blocked: 0,
+        retries: 0,
+        skipped: 1,
+      },
+      queues: {
+        fetch: { waiting: 0, active: 0, delayed: 0, failed: 1 },
+        parse: { waiting: 0, active: 0, delayed: 0, failed: 0 },
+        write: { waiting: 0, active: 0, delayed: 0, failed: 0 },
+      },
+      finishedAt: expect.any(String),
+    });
+
+    const status = await runCli(['status', '--crawl-id', 'cat-one', '--json'], { env });
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.stdout)).toEqual(final);
+
+    // A finished crawl run again is resumed: nothing is fetched again and nothing is written twice.
+    const again = await runCli(['crawl', spider, '--crawl-id', 'cat-one', '--out', out, '--json', '--quiet'], { env });
+    expect(again.code).toBe(0);
+    expect(site.requests).toHaveLength(pages);
+    expect(readJsonl(out)).toHaveLength(items.length);
+  });
+
+  test('writes CSV with a header row, RFC 4180 quoting and arrays joined with |', async () => {
+    const small = await startCatalogueSite(siteShape(60, 20));
+    try {
+      const spider = writeJson(dir, 'small.json', catalogueSpider(small.url));
+      const out = join(dir, 'items.csv');
+      const run = await runCli(['crawl', spider, '--crawl-id', 'cat-csv', '--out', out, '--quiet'], { env: testEnv(prefix) });
+      expect(run.code).toBe(0);
+      const text = readFileSync(out, 'utf8');
+      expect(text.split('\r\n')[0]).toBe('type,url,title,price,sku,category,tags,link,spider,crawlId,fetchedAt');
+      const rows = parseCsv(text, { columns: true }) as Record<string, string>[];
+      const truth = groundTruth(small.url, siteShape(60, 20));
+      expect(rows).toHaveLength(truth.products.length + truth.listings.length);
+      const p7 = rows.find((r) => r.sku === 'SKU-00007')!;
+      expect(p7).toMatchObject({ type: 'product', title: 'Product 7 "tools" & co', tags: 'tools|odd', category: 'tools', crawlId: 'cat-csv' });
+      expect(text).toContain('"Product 7 ""tools"" & co"');
+    } finally {
+      await small.close();
+    }
+  });
+});
