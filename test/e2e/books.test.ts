@@ -1,0 +1,100 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as cheerio from 'cheerio';
+import { BOOKS_ARCHIVE, serveFolder, unpack } from '../fixtures/static-site.mjs';
+import { ROOT, comparable, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+
+/** The ground truth, read from the HTML files here with cheerio, independently of the crawler's rules. */
+function booksTruth(root: string, base: string) {
+  const listingPages = ['index.html', ...Array.from({ length: 48 }, (_, i) => `catalogue/page-${i + 2}.html`)];
+  const listings = listingPages.flatMap((page) => {
+    const $ = cheerio.load(readFileSync(join(root, page), 'utf8'));
+    const pageUrl = `${base}/${page}`;
+    return $('article.product_pod')
+      .toArray()
+      .map((el) => ({
+        type: 'listing',
+        link: new URL($(el).find('h3 a').attr('href')!, pageUrl).href,
+        title: $(el).find('h3 a').attr('title'),
+        price: Number($(el).find('.price_color').text().replace(/[^0-9.]/g, '')),
+        rating: $(el).find('p.star-rating').attr('class')!.split(/\s+/)[1],
+      }));
+  });
+  const details = readdirSync(join(root, 'catalogue'))
+    .filter((d) => /_\d+$/.test(d))
+    .map((d) => {
+      const $ = cheerio.load(readFileSync(join(root, 'catalogue', d, 'index.html'), 'utf8'));
+      const availability = $('.product_main .availability').text().trim();
+      return {
+        type: 'book',
+        url: `${base}/catalogue/${d}/index.html`,
+        title: $('.product_main h1').text().trim(),
+        price: Number($('.product_main .price_color').text().replace(/[^0-9.]/g, '')),
+        upc: $('table.table tr').first().find('td').text().trim(),
+        availability,
+        rating: $('.product_main p.star-rating').attr('class')!.split(/\s+/)[1],
+      };
+    });
+  // Detail pages recommend other books (also article.product_pod), which the follow rule takes too.
+  // A few of those links are absolute, to the real books.toscrape.com: out of scope, so skipped.
+  const detailLinks = new Set(listings.map((l) => l.link));
+  const offSite = new Set<string>();
+  for (const d of details) {
+    const $ = cheerio.load(readFileSync(join(root, new URL(d.url).pathname), 'utf8'));
+    $('article.product_pod h3 a').each((_, a) => {
+      const link = new URL($(a).attr('href')!, d.url).href;
+      (link.startsWith(`${base}/`) ? detailLinks : offSite).add(link);
+    });
+  }
+  return { listings, details, detailLinks, offSite };
+}
+
+describe('the real books.toscrape.com pages', () => {
+  test('980 listing items and 200 book items, exactly; the 404s are failed with their reason and the crawl is done', async () => {
+    const root = unpack(BOOKS_ARCHIVE);
+    const site = await serveFolder(root);
+    const prefix = uniquePrefix('books');
+    const dir = tempDir('books');
+    const env = testEnv(prefix);
+    try {
+      const example = JSON.parse(readFileSync(join(ROOT, 'examples', 'books.json'), 'utf8'));
+      const spiderJson = JSON.stringify(example).replaceAll('127.0.0.1:8080', site.url.replace('http://', ''));
+      const spider = writeJson(dir, 'books.json', JSON.parse(spiderJson));
+      const out = join(dir, 'items.jsonl');
+      const run = await runCli(['crawl', spider, '--crawl-id', 'books-real', '--out', out, '--json', '--concurrency', '16'], { env });
+      expect(run.code).toBe(0);
+
+      const truth = booksTruth(root, site.url);
+      expect(truth.listings).toHaveLength(980);
+      expect(truth.details).toHaveLength(200);
+      const items = readJsonl(out);
+      const listingFields = ['type', 'link', 'title', 'price', 'rating'];
+      const bookFields = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating'];
+      expect(comparable(items.filter((i) => i.type === 'listing'), listingFields)).toEqual(comparable(truth.listings, listingFields));
+      expect(comparable(items.filter((i) => i.type === 'book'), bookFields)).toEqual(comparable(truth.details, bookFields));
+      // A title with a double quote sits in a single-quoted attribute; it must come through whole.
+      expect(items.some((i) => typeof i.title === 'string' && i.title.includes('"'))).toBe(true);
+
+      // 780 listed books (and some recommended ones) and page-50.html are not in the copy: each is failed, with its reason.
+      const status = JSON.parse(run.stdout.trim().split('\n').pop()!);
+      expect(status.state).toBe('done');
+      const pages = 49 + 1 + truth.detailLinks.size;
+      const missing = truth.detailLinks.size - 200 + 1;
+      expect(status.counters).toMatchObject({ seen: pages, fetched: pages, parsed: 249, items: 1180, written: 1180, failed: missing, invalid: 0, skipped: truth.offSite.size });
+      const { Redis } = await import('ioredis');
+      const { Keys } = await import('@crawlfleet/core');
+      const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+      try {
+        const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl('books-real').dead)).map((j) => JSON.parse(j));
+        expect(dead).toHaveLength(missing);
+        expect(new Set(dead.map((d) => d.reason))).toEqual(new Set(['HTTP 404']));
+        expect(dead.map((d) => d.url)).toContain(`${site.url}/catalogue/page-50.html`);
+      } finally {
+        redis.disconnect();
+      }
+    } finally {
+      await site.close();
+      await dropPrefix(prefix);
+    }
+  });
+});
