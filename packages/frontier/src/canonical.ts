@@ -17,8 +17,8 @@ export function canonicalizeUrl(href: string, base?: string): string | undefined
   url.password = '';
   if (url.pathname === '') url.pathname = '/';
   url.pathname = url.pathname.replace(/\/{2,}/g, '/');
-  if (url.search === '?') url.search = '';
-  return url.href;
+  // An empty query ("/?") is the same resource as none; URL keeps the "?" in href, so drop it here.
+  return url.search === '' && url.href.endsWith('?') ? url.href.slice(0, -1) : url.href;
 }
 
 /** `host` or `host:port` of a canonical URL, as `allowedDomains` spells it. */

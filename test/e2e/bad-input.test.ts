@@ -1,0 +1,100 @@
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { Keys } from '@crawlfleet/core';
+import { catalogueSpider, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
+import { REDIS_URL, dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+
+describe('bad input gets a clear error and loses nothing', () => {
+  const dir = tempDir('bad');
+  const prefix = uniquePrefix('bad');
+  const env = testEnv(prefix);
+  afterAll(() => dropPrefix(prefix));
+
+  const base = catalogueSpider('http://127.0.0.1:9');
+  const product = base.items[0]!;
+
+  test.each([
+    ['a bad regex', { ...base, items: [{ ...product, fields: { ...product.fields, price: { css: '.price', regex: '([0-9' } } }] }, /items\[0\]\.fields\.price\.regex: invalid regular expression/],
+    ['an unknown field type', { ...base, items: [{ ...product, fields: { ...product.fields, title: { css: 'h1', type: 'float' } } }] }, /items\[0\]\.fields\.title\.type: /],
+    ['a missing css', { ...base, follow: [{ allow: ['x'] }] }, /follow\[0\]\.css: /],
+    ['an unknown key', { ...base, maxDepht: 3 }, /\(top level\): unknown key\(s\) "maxDepht"/],
+    ['a key that is not a field', { ...base, items: [{ ...product, key: 'isbn' }] }, /items\[0\]\.key: key "isbn" is not one of the fields/],
+  ])('a spider with %s exits 2, naming the file and the path', async (_what, spider, pattern) => {
+    const file = writeJson(dir, 'bad-spider.json', spider);
+    for (const command of [['crawl', file], ['seed', file]]) {
+      const run = await runCli(command, { env });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain(`${file}: `);
+      expect(run.stderr).toMatch(pattern);
+    }
+  });
+
+  test('a spider file that is not JSON exits 2 naming the file', async () => {
+    const file = `${dir}/broken.json`;
+    (await import('node:fs')).writeFileSync(file, '{"name": "x",');
+    const run = await runCli(['crawl', file], { env });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(`${file}: not valid JSON`);
+  });
+
+  test('bad usage exits 2', async () => {
+    expect((await runCli(['crawl'], { env })).code).toBe(2);
+    expect((await runCli(['worker', 'cooker'], { env })).code).toBe(2);
+    expect((await runCli(['wait', '--crawl-id', 'has:colon'], { env })).code).toBe(2);
+    expect((await runCli(['crawl', 'x.json', '--concurrency', '0'], { env })).code).toBe(2);
+  });
+
+  test('an unreachable Redis exits 1 with a clear message, without hanging', async () => {
+    const file = writeJson(dir, 'ok.json', base);
+    const started = Date.now();
+    const run = await runCli(['crawl', file], { env: { ...env, REDIS_URL: 'redis://user:secret@127.0.0.1:1' }, timeoutMs: 30_000 });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('cannot reach Redis at redis://***:***@127.0.0.1:1');
+    expect(run.stderr).not.toContain('secret');
+    expect(Date.now() - started).toBeLessThan(20_000);
+    const status = await runCli(['status'], { env: { ...env, REDIS_URL: 'redis://127.0.0.1:1' }, timeoutMs: 30_000 });
+    expect(status.code).toBe(1);
+  });
+
+  test('a poison job lands in the dead-letter set with its reason, and the worker goes on', async () => {
+    const site = await startCatalogueSite(siteShape(40, 20));
+    const keys = new Keys(prefix);
+    const redis = new Redis(REDIS_URL);
+    const fetchQueue = new Queue('fetch', { connection: redis, prefix: keys.queuePrefix('fetch') });
+    const parseQueue = new Queue('parse', { connection: redis, prefix: keys.queuePrefix('parse') });
+    const workers = [spawnCli(['worker', 'fetcher'], { env }), spawnCli(['worker', 'parser'], { env }), spawnCli(['worker', 'writer'], { env })];
+    try {
+      const file = writeJson(dir, 'small.json', catalogueSpider(site.url));
+      const out = `${dir}/poison-items.jsonl`;
+      const seeded = await runCli(['seed', file, '--crawl-id', 'poison', '--sink', out], { env });
+      expect(seeded.code).toBe(0);
+      // Poison: a fetch job with a bad URL and depth, a parse job whose body is not gzip, a job with no crawl.
+      await fetchQueue.add('fetch', { crawlId: 'poison', url: 'not a url', depth: -1 }, { jobId: 'fbad1' });
+      await parseQueue.add('parse', { crawlId: 'poison', url: `${site.url}/x`, finalUrl: `${site.url}/x`, depth: 0, status: 200, contentType: 'text/html', fetchedAt: new Date().toISOString(), body: 'not gzip' }, { jobId: 'pbad2' });
+      await redis.sadd(keys.crawl('poison').pending.parse, 'pbad2');
+      await fetchQueue.add('fetch', { hello: 'world' }, { jobId: 'fbad3' });
+      const waited = await runCli(['wait', '--crawl-id', 'poison', '--timeout', '60'], { env });
+      expect(waited.code).toBe(0);
+
+      const dead = await redis.hgetall(keys.crawl('poison').dead);
+      expect(JSON.parse(dead.fbad1!)).toMatchObject({ stage: 'fetch', code: 'ERR_INVALID_JOB', reason: expect.stringMatching(/^invalid fetch job: url: .*; depth: /) });
+      expect(JSON.parse(dead.pbad2!)).toMatchObject({ stage: 'parse', reason: expect.stringMatching(/header|gzip|incorrect/i) });
+      const failed = await fetchQueue.getFailed();
+      expect(failed.map((j) => [j.id, j.failedReason])).toEqual([['fbad3', expect.stringMatching(/^invalid fetch job: crawlId: /)]]);
+
+      // The workers are still up, and the real crawl finished around the poison.
+      expect(workers.every((w) => w.exitCode === null)).toBe(true);
+      const status = JSON.parse((await runCli(['status', '--crawl-id', 'poison', '--json'], { env })).stdout);
+      expect(status.state).toBe('done');
+      expect(status.counters.written).toBe(40 + 40);
+      expect(status.counters.failed).toBe(1 + 2);
+    } finally {
+      for (const w of workers) w.kill('SIGTERM');
+      await Promise.all(workers.map((w) => w.result));
+      await fetchQueue.close();
+      await parseQueue.close();
+      redis.disconnect();
+      await site.close();
+    }
+  });
+});

@@ -1,0 +1,95 @@
+import { ConfigError, DEFAULT_BLOCK_PATTERNS, Keys, jobId, parseRetryAfter, redactUrl, retryDelay, urlFingerprint, validateJob, validateSpider, sinkSpecFor } from '@crawlfleet/core';
+
+describe('spider validation', () => {
+  test('fills in the contract defaults', () => {
+    const s = validateSpider({ name: 'x', startUrls: ['http://a.com/'] });
+    expect(s).toMatchObject({
+      obeyRobotsTxt: true,
+      allowPrivateAddresses: false,
+      follow: [],
+      items: [],
+      politeness: { concurrencyPerHost: 8, delayPerHost: 0, randomizeDelay: false, autoThrottle: { enabled: false, targetConcurrency: 16, maxDelay: 5000 } },
+      retry: { attempts: 3, statusCodes: [429, 500, 502, 503, 504, 522, 524] },
+      proxies: { strategy: 'weighted', ratePerProxy: 0, burstPerProxy: 1, banAfterFailures: 10 },
+      blockPatterns: DEFAULT_BLOCK_PATTERNS,
+    });
+    expect(s.maxDepth).toBeUndefined();
+    expect(s.maxPages).toBeUndefined();
+  });
+
+  test('every problem is reported with the file and its path', () => {
+    let error: ConfigError | undefined;
+    try {
+      validateSpider({ name: 'bad name', startUrls: ['ftp://x/'], items: [{ type: 't', fields: { a: {} } }], extra: 1 }, 'my.json');
+    } catch (err) {
+      error = err as ConfigError;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect(error!.code).toBe('ERR_CONFIG');
+    expect(error!.issues).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^my\.json: name: /),
+        expect.stringMatching(/^my\.json: startUrls\[0\]: only http and https/),
+        expect.stringMatching(/^my\.json: items\[0\]\.fields\.a\.css: /),
+        'my.json: (top level): unknown key(s) "extra"',
+      ]),
+    );
+  });
+});
+
+describe('keys and ids', () => {
+  test('queue keys and crawl keys carry their hash tags', () => {
+    const keys = new Keys('cf');
+    expect(keys.queuePrefix('fetch')).toBe('cf:{fetch}');
+    const k = keys.crawl('books-1');
+    for (const key of keys.allCrawlKeys('books-1')) expect(key).toMatch(/^cf:crawl:\{books-1\}:/);
+    expect(k.pending.parse).toBe('cf:crawl:{books-1}:pending:parse');
+  });
+
+  test('job ids are deterministic, never all digits, never contain ":"', () => {
+    const fp = urlFingerprint('c1', 'http://a.com/');
+    expect(fp).toBe(urlFingerprint('c1', 'http://a.com/'));
+    expect(fp).not.toBe(urlFingerprint('c2', 'http://a.com/'));
+    expect(jobId('fetch', fp)).toMatch(/^f[0-9a-f]{32}$/);
+    expect(jobId('write', fp)).not.toContain(':');
+  });
+
+  test('job payloads are validated with a readable reason', () => {
+    expect(validateJob('fetch', { crawlId: 'c1', url: 'http://a.com/', depth: 0 })).toEqual({ ok: true, job: { crawlId: 'c1', url: 'http://a.com/', depth: 0 } });
+    const bad = validateJob('fetch', { crawlId: 'c:1', url: 'nope', depth: 1.5 });
+    expect(bad.ok).toBe(false);
+    expect(!bad.ok && bad.reason).toMatch(/^invalid fetch job: crawlId: .*url: .*depth: /);
+  });
+});
+
+describe('retry policy', () => {
+  test('exponential backoff with jitter, honouring Retry-After', () => {
+    expect(retryDelay(1, undefined, { random: () => 0 })).toBe(250);
+    expect(retryDelay(1, undefined, { random: () => 1 })).toBe(500);
+    expect(retryDelay(3, undefined, { random: () => 1 })).toBe(2000);
+    expect(retryDelay(30, undefined, { random: () => 1 })).toBe(60_000);
+    expect(retryDelay(1, 3000, { random: () => 1 })).toBe(3000);
+  });
+
+  test('Retry-After in seconds or as an HTTP date', () => {
+    expect(parseRetryAfter('3')).toBe(3000);
+    expect(parseRetryAfter(new Date(10_000).toUTCString(), 4_000)).toBe(6000);
+    expect(parseRetryAfter('soon')).toBeUndefined();
+    expect(parseRetryAfter(undefined)).toBeUndefined();
+  });
+});
+
+describe('credentials never reach logs', () => {
+  test('redactUrl hides user and password of every URL in a string', () => {
+    expect(redactUrl('connect redis://u:p4ss@h:6379/0 and http://proxy:pw@10.0.0.1:3128 ok')).toBe('connect redis://***:***@h:6379/0 and http://***:***@10.0.0.1:3128 ok');
+    expect(redactUrl('http://plain.host/a')).toBe('http://plain.host/a');
+  });
+});
+
+describe('sinks', () => {
+  test('the output kind follows the extension', () => {
+    expect(sinkSpecFor('out/items.jsonl', '/w')).toEqual({ kind: 'jsonl', path: '/w/out/items.jsonl' });
+    expect(sinkSpecFor('/tmp/x.csv')).toEqual({ kind: 'csv', path: '/tmp/x.csv' });
+    expect(() => sinkSpecFor('x.xml')).toThrow(ConfigError);
+  });
+});
