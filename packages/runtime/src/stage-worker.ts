@@ -94,7 +94,8 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       }
       const code = (err as { code?: string }).code ?? 'ERR_UNEXPECTED';
       const extra = err instanceof GiveUpError ? err.result : {};
-      log.info({ stage, url: data.url, code, reason: errorMessage(err) }, 'dead-lettered');
+      // An HTTP error page is routine on real sites; anything else deserves a look.
+      log[code === 'ERR_HTTP_STATUS' ? 'debug' : 'warn']({ stage, url: data.url, code, reason: errorMessage(err) }, 'dead-lettered');
       await finishJob(redis, keys, data.crawlId, stage, id, {
         ...extra,
         counters: { ...extra.counters, failed: 1 },
