@@ -1,0 +1,87 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { catalogueSpider, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
+import { dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+
+const shape = siteShape(100, 20);
+
+describe('crawl control: pause, resume, cancel, reset', () => {
+  test('a paused crawl fetches nothing until resumed, then finishes; cancel ends a crawl with wait exit 1', async () => {
+    const site = await startCatalogueSite(shape);
+    const prefix = uniquePrefix('control');
+    const dir = tempDir('control');
+    const env = testEnv(prefix);
+    const workers: ReturnType<typeof spawnCli>[] = [];
+    try {
+      const spider = writeJson(dir, 'spider.json', catalogueSpider(site.url));
+      await runCli(['seed', spider, '--crawl-id', 'paused', '--sink', join(dir, 'paused.jsonl')], { env });
+      expect((await runCli(['pause', '--crawl-id', 'paused'], { env })).stdout).toContain('crawl paused paused');
+      workers.push(...['fetcher', 'parser', 'writer'].map((s) => spawnCli(['worker', s], { env })));
+            await new Promise((r) => setTimeout(r, 2500));
+      const status = JSON.parse((await runCli(['status', '--crawl-id', 'paused', '--json'], { env })).stdout);
+      expect(status.state).toBe('paused');
+      expect(status.queues.fetch).toMatchObject({ waiting: 0, active: 0, delayed: 1 });
+      expect(site.requests).toHaveLength(0);
+
+      expect((await runCli(['resume', '--crawl-id', 'paused'], { env })).code).toBe(0);
+      expect((await runCli(['wait', '--crawl-id', 'paused', '--timeout', '60'], { env })).code).toBe(0);
+      expect(readJsonl(join(dir, 'paused.jsonl'))).toHaveLength(200);
+
+      // cancel: the workers drop the crawl's jobs; wait says 1.
+      await runCli(['pause', '--crawl-id', 'paused'], { env }); // a no-op on a done crawl
+      const big = await startCatalogueSite(siteShape(2000, 25));
+      try {
+        const bigSpider = writeJson(dir, 'big.json', catalogueSpider(big.url));
+        const seeded = await runCli(['seed', bigSpider, '--crawl-id', 'doomed', '--sink', join(dir, 'doomed.jsonl')], { env });
+        expect(seeded.code).toBe(0);
+        expect((await runCli(['cancel', '--crawl-id', 'doomed'], { env })).stdout).toContain('crawl doomed cancelled');
+        expect((await runCli(['wait', '--crawl-id', 'doomed', '--timeout', '10'], { env })).code).toBe(1);
+        // The workers drop the cancelled crawl's jobs: its requests stop, far short of the 2,162 pages.
+        await new Promise((r) => setTimeout(r, 1000));
+        const stopped = big.requests.length;
+        await new Promise((r) => setTimeout(r, 1000));
+        expect(big.requests.length).toBe(stopped);
+        expect(stopped).toBeLessThan(1000);
+        const status = JSON.parse((await runCli(['status', '--crawl-id', 'doomed', '--json'], { env })).stdout);
+        expect(status.state).toBe('cancelled');
+        expect(status.queues.fetch).toMatchObject({ waiting: 0, active: 0, delayed: 0 });
+      } finally {
+        await big.close();
+      }
+      expect((await runCli(['wait', '--crawl-id', 'nope', '--timeout', '1'], { env })).code).toBe(2);
+    } finally {
+      for (const w of workers) w.kill('SIGTERM');
+      await Promise.all(workers.map((w) => w.result));
+      await site.close();
+      await dropPrefix(prefix);
+    }
+  });
+
+  test('wait times out with 124; reset forgets the crawl but keeps its items, so it can start over', async () => {
+    const site = await startCatalogueSite(shape);
+    const prefix = uniquePrefix('reset');
+    const dir = tempDir('reset');
+    const env = testEnv(prefix);
+    try {
+      const spider = writeJson(dir, 'spider.json', catalogueSpider(site.url));
+      const out = join(dir, 'items.jsonl');
+      await runCli(['seed', spider, '--crawl-id', 'again', '--sink', out], { env });
+      expect((await runCli(['wait', '--crawl-id', 'again', '--timeout', '1'], { env })).code).toBe(124);
+      expect((await runCli(['crawl', spider, '--crawl-id', 'again', '--out', out, '--quiet'], { env })).code).toBe(0);
+      const served = site.requests.length;
+      const reset = await runCli(['reset', '--crawl-id', 'again'], { env });
+      expect(reset.code).toBe(0);
+      expect((await runCli(['status', '--crawl-id', 'again', '--json'], { env })).code).toBe(2);
+      expect(existsSync(out)).toBe(true);
+      expect(readJsonl(out)).toHaveLength(200);
+      const rerun = await runCli(['crawl', spider, '--crawl-id', 'again', '--out', out, '--json', '--quiet'], { env });
+      expect(rerun.code).toBe(0);
+      expect(site.requests.length).toBe(served * 2);
+      expect(JSON.parse(rerun.stdout.trim().split('\n').pop()!).counters.fetched).toBe(served);
+      expect(readJsonl(out)).toHaveLength(200);
+    } finally {
+      await site.close();
+      await dropPrefix(prefix);
+    }
+  });
+});
