@@ -18,11 +18,10 @@ async function bareLoop(site, spider) {
   const queue = [spider.startUrls[0]];
   let items = 0;
   let pages = 0;
-  const agent = undefined;
   async function worker() {
     while (queue.length > 0) {
       const url = queue.shift();
-      const res = await got(url, { throwHttpErrors: false, retry: { limit: 0 }, agent });
+      const res = await got(url, { throwHttpErrors: false, retry: { limit: 0 } });
       pages++;
       if (res.statusCode !== 200) continue;
       const $ = cheerio.load(res.body);

@@ -44,3 +44,12 @@ stop_services() {
     kill "$(cat "$CRAWLFLEET_REDIS_PIDFILE")" 2>/dev/null || true
   fi
 }
+
+# Everything a test or benchmark run needs: modules built, a private Redis, cleanup on exit.
+prepare_private_run() { # root
+  run_dir="$(mktemp -d /tmp/crawlfleet-run.XXXXXX)"
+  trap 'stop_services; rm -rf "$run_dir"' EXIT
+  ensure_node_modules "$1"
+  start_redis "$run_dir"
+  cd "$1"
+}

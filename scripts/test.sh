@@ -4,10 +4,6 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
-run_dir="$(mktemp -d /tmp/crawlfleet-test.XXXXXX)"
-trap 'stop_services; rm -rf "$run_dir"' EXIT
-ensure_node_modules "$root"
-start_redis "$run_dir"
-cd "$root"
+prepare_private_run "$root"
 npm run --silent typecheck
 node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand "$@"
