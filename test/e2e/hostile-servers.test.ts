@@ -1,0 +1,108 @@
+import { gzipSync } from 'node:zlib';
+import { Redis } from 'ioredis';
+import { Keys } from '@crawlfleet/core';
+import { startServer } from '../fixtures/http-server.mjs';
+import { REDIS_URL, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+
+const PAGES = ['flaky', 'always500', 'huge', 'bomb', 'slow', 'loop', 'ok', 'notfound'];
+
+async function hostileSite() {
+  const hits = new Map<string, number>();
+  const bomb = gzipSync(Buffer.alloc(50 * 1024 * 1024, 0x20));
+  const site = await startServer((req, res) => {
+    const path = new URL(req.url ?? '/', 'http://x').pathname.slice(1);
+    const n = (hits.get(path) ?? 0) + 1;
+    hits.set(path, n);
+    const html = (title: string) => `<html><head><title>${title}</title></head><body></body></html>`;
+    switch (path) {
+      case 'index.html':
+        return res.writeHead(200, { 'content-type': 'text/html' }).end(`<title>index</title>${PAGES.map((p) => `<a href="/${p}">${p}</a>`).join('')}`);
+      case 'flaky':
+        if (n <= 2) return res.writeHead(503, { 'retry-after': '0' }).end('busy');
+        return res.writeHead(200, { 'content-type': 'text/html' }).end(html('flaky at last'));
+      case 'always500':
+        return res.writeHead(500).end('broken');
+      case 'huge':
+        res.writeHead(200, { 'content-type': 'text/html' });
+        for (let i = 0; i < 40; i++) res.write(Buffer.alloc(64 * 1024, 0x41));
+        return res.end();
+      case 'bomb':
+        return res.writeHead(200, { 'content-type': 'text/html', 'content-encoding': 'gzip' }).end(bomb);
+      case 'slow':
+        return; // never answers
+      case 'loop':
+        return res.writeHead(302, { location: `/loop?n=${n}` }).end();
+      case 'ok':
+        return res.writeHead(200, { 'content-type': 'text/html' }).end(html('fine'));
+      default:
+        return res.writeHead(404).end('no');
+    }
+  });
+  return { site, hits };
+}
+
+describe('hostile servers never crash a worker; each URL ends with the right reason', () => {
+  const prefix = uniquePrefix('hostile');
+  const dir = tempDir('hostile');
+  const env = testEnv(prefix);
+  afterAll(() => dropPrefix(prefix));
+
+  test('retries with backoff, size and decompression caps, timeouts, redirect cap', async () => {
+    const { site, hits } = await hostileSite();
+    const redis = new Redis(REDIS_URL);
+    try {
+      const spider = writeJson(dir, 'hostile.json', {
+        name: 'hostile',
+        startUrls: [`${site.url}/index.html`],
+        allowPrivateAddresses: true,
+        obeyRobotsTxt: false,
+        follow: [{ css: 'a' }],
+        items: [{ type: 'page', fields: { title: { css: 'title', required: true } } }],
+        retry: { attempts: 2 },
+        limits: { maxResponseBytes: 1024 * 1024, timeoutMs: 1500, maxRedirects: 3 },
+      });
+      const out = `${dir}/hostile.jsonl`;
+      const run = await runCli(['crawl', spider, '--crawl-id', 'hostile', '--out', out, '--json', '--quiet'], { env, timeoutMs: 90_000 });
+      expect(run.code).toBe(0);
+      expect(readJsonl(out).map((i) => i.title).sort()).toEqual(['fine', 'flaky at last', 'index']);
+
+      const dead = Object.fromEntries(
+        Object.values(await redis.hgetall(new Keys(prefix).crawl('hostile').dead)).map((j) => {
+          const d = JSON.parse(j);
+          return [new URL(d.url).pathname.slice(1), { code: d.code, reason: d.reason, attempts: d.attempts }];
+        }),
+      );
+      expect(dead).toEqual({
+        always500: { code: 'ERR_HTTP_STATUS', reason: 'HTTP 500', attempts: 3 },
+        huge: { code: 'ERR_RESPONSE_TOO_LARGE', reason: 'response larger than 1048576 bytes', attempts: 1 },
+        bomb: { code: 'ERR_RESPONSE_TOO_LARGE', reason: 'response larger than 1048576 bytes', attempts: 1 },
+        slow: { code: 'ETIMEDOUT', reason: expect.stringMatching(/^ETIMEDOUT: Timeout awaiting/), attempts: 3 },
+        loop: { code: 'ERR_TOO_MANY_REDIRECTS', reason: expect.stringContaining('Redirected 3 times'), attempts: 1 },
+        notfound: { code: 'ERR_HTTP_STATUS', reason: 'HTTP 404', attempts: 1 },
+      });
+      expect(Object.fromEntries(['flaky', 'always500', 'slow'].map((p) => [p, hits.get(p)]))).toEqual({ flaky: 3, always500: 3, slow: 3 });
+      const status = JSON.parse(run.stdout.trim().split('\n').pop()!);
+      expect(status.counters).toMatchObject({ seen: 9, failed: 6, retries: 2 + 2 + 2, items: 3, written: 3 });
+    } finally {
+      redis.disconnect();
+      await site.close();
+    }
+  });
+
+  test('without allowPrivateAddresses, loopback is refused before any request (SSRF guard)', async () => {
+    const { site } = await hostileSite();
+    const redis = new Redis(REDIS_URL);
+    try {
+      const spider = writeJson(dir, 'ssrf.json', { name: 'ssrf', startUrls: [`${site.url}/index.html`, 'http://localhost:9/x', 'http://[::1]:9/y'], obeyRobotsTxt: false });
+      const run = await runCli(['crawl', spider, '--crawl-id', 'ssrf', '--out', `${dir}/ssrf.jsonl`, '--json', '--quiet'], { env });
+      expect(run.code).toBe(0);
+      expect(site.requests).toHaveLength(0);
+      const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl('ssrf').dead)).map((j) => JSON.parse(j));
+      expect(dead.map((d) => d.code)).toEqual(['ERR_FORBIDDEN_ADDRESS', 'ERR_FORBIDDEN_ADDRESS', 'ERR_FORBIDDEN_ADDRESS']);
+      expect(dead.map((d) => d.attempts)).toEqual([1, 1, 1]);
+    } finally {
+      redis.disconnect();
+      await site.close();
+    }
+  });
+});
