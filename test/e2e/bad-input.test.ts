@@ -37,6 +37,15 @@ describe('bad input gets a clear error and loses nothing', () => {
     expect(run.stderr).toContain(`${file}: not valid JSON`);
   });
 
+  test('a URLs file with a bad line exits 2, naming the file and the line', async () => {
+    const spider = writeJson(dir, 'seedable.json', base);
+    const urls = `${dir}/urls.txt`;
+    (await import('node:fs')).writeFileSync(urls, '# seeds\nhttp://127.0.0.1:9/a\nnot a url\n');
+    const run = await runCli(['seed', spider, '--urls-file', urls], { env });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(`${urls}:3: "not a url" is not an http(s) URL`);
+  });
+
   test('bad usage exits 2', async () => {
     expect((await runCli(['crawl'], { env })).code).toBe(2);
     expect((await runCli(['worker', 'cooker'], { env })).code).toBe(2);
