@@ -23,7 +23,7 @@ describe('crawlfleet crawl: every stage in one process', () => {
   test('yields exactly the ground truth, fetching every page once, and reports done', async () => {
     const spider = writeJson(dir, 'catalogue.json', catalogueSpider(site.url));
     const out = join(dir, 'items.jsonl');
-    const env = testEnv(prefix);
+    const env = testEnv(prefix, { USER_AGENTS: 'crawlfleet-test/1\ncrawlfleet-test/2' });
     const run = await runCli(['crawl', spider, '--crawl-id', 'cat-one', '--out', out, '--json', '--concurrency', '16'], { env });
     expect(run.stderr).not.toMatch(/"level":"(error|fatal)"/);
     expect(run.code).toBe(0);
@@ -42,6 +42,9 @@ describe('crawlfleet crawl: every stage in one process', () => {
     const counts = site.counts();
     expect(new Set(counts.keys())).toEqual(truth.paths);
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
+
+    // User agents rotate over USER_AGENTS.
+    expect(new Set(site.requests.map((r) => r.userAgent))).toEqual(new Set(['crawlfleet-test/1', 'crawlfleet-test/2']));
 
     const final = JSON.parse(run.stdout.trim().split('\n').pop()!);
     const pages = truth.paths.size;
