@@ -16,26 +16,26 @@ async function hostileSite() {
     const html = (title: string) => `<html><head><title>${title}</title></head><body></body></html>`;
     switch (path) {
       case 'index.html':
-        return res.writeHead(200, { 'content-type': 'text/html' }).end(`<title>index</title>${PAGES.map((p) => `<a href="/${p}">${p}</a>`).join('')}`);
+        return void res.writeHead(200, { 'content-type': 'text/html' }).end(`<title>index</title>${PAGES.map((p) => `<a href="/${p}">${p}</a>`).join('')}`);
       case 'flaky':
-        if (n <= 2) return res.writeHead(503, { 'retry-after': '0' }).end('busy');
-        return res.writeHead(200, { 'content-type': 'text/html' }).end(html('flaky at last'));
+        if (n <= 2) return void res.writeHead(503, { 'retry-after': '0' }).end('busy');
+        return void res.writeHead(200, { 'content-type': 'text/html' }).end(html('flaky at last'));
       case 'always500':
-        return res.writeHead(500).end('broken');
+        return void res.writeHead(500).end('broken');
       case 'huge':
         res.writeHead(200, { 'content-type': 'text/html' });
         for (let i = 0; i < 40; i++) res.write(Buffer.alloc(64 * 1024, 0x41));
-        return res.end();
+        return void res.end();
       case 'bomb':
-        return res.writeHead(200, { 'content-type': 'text/html', 'content-encoding': 'gzip' }).end(bomb);
+        return void res.writeHead(200, { 'content-type': 'text/html', 'content-encoding': 'gzip' }).end(bomb);
       case 'slow':
         return; // never answers
       case 'loop':
-        return res.writeHead(302, { location: `/loop?n=${n}` }).end();
+        return void res.writeHead(302, { location: `/loop?n=${n}` }).end();
       case 'ok':
-        return res.writeHead(200, { 'content-type': 'text/html' }).end(html('fine'));
+        return void res.writeHead(200, { 'content-type': 'text/html' }).end(html('fine'));
       default:
-        return res.writeHead(404).end('no');
+        return void res.writeHead(404).end('no');
     }
   });
   return { site, hits };
