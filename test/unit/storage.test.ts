@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync, appendFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Batcher, FileSink, csvColumns, csvFormat, jsonlFormat } from '@crawlfleet/storage';
+import { Batcher, FileSink, ItemsRejectedError, contentHash, csvColumns, csvFormat, documentId, jsonlFormat } from '@crawlfleet/storage';
 
 describe('Batcher', () => {
   test('flushes at maxItems or after maxWaitMs, and settles each caller with its flush', async () => {
@@ -11,6 +11,15 @@ describe('Batcher', () => {
     expect(flushed).toEqual([[1, 2, 3]]);
     await b.add([4]);
     expect(flushed).toEqual([[1, 2, 3], [4]]);
+  });
+
+  test('items the store refuses reject only their own caller, with the reasons', async () => {
+    const b = new Batcher<number>(async (batch) => batch.map((n) => (n === 13 ? 'unlucky' : undefined)), { maxItems: 4, maxWaitMs: 10 });
+    const results = await Promise.allSettled([b.add([1, 2]), b.add([13]), b.add([4])]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    const rejected = (results[1] as PromiseRejectedResult).reason as ItemsRejectedError;
+    expect(rejected).toBeInstanceOf(ItemsRejectedError);
+    expect(rejected.reasons).toEqual(['unlucky']);
   });
 
   test('a failed flush rejects every caller in it', async () => {
@@ -53,5 +62,20 @@ describe('FileSink', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sink-'));
     writeFileSync(join(dir, 'file'), '');
     await expect(FileSink.open(join(dir, 'file', 'items.jsonl'), jsonlFormat, {})).rejects.toThrow();
+  });
+});
+
+describe('item store decisions', () => {
+  test('the content hash ignores crawlId, fetchedAt and spider, and key order', () => {
+    const a = { type: 'book', upc: 'x', price: 1, crawlId: 'c1', fetchedAt: 't1', spider: 's' };
+    const b = { price: 1, upc: 'x', type: 'book', crawlId: 'c2', fetchedAt: 't2', spider: 's' };
+    expect(contentHash(a)).toBe(contentHash(b));
+    expect(contentHash({ ...a, price: 2 })).not.toBe(contentHash(a));
+  });
+  test('the document id is the key value', () => {
+    expect(documentId('abc')).toBe('abc');
+    expect(documentId(7)).toBe(7);
+    expect(documentId(null)).toBe('null');
+    expect(documentId(['a', 1])).toBe('["a",1]');
   });
 });

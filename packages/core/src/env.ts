@@ -15,6 +15,8 @@ export const ENV_TABLE = {
   LOCK_DURATION_MS: { default: '30000', doc: 'BullMQ job lock; a killed worker\'s jobs run again after this' },
   PARSE_HIGH_WATER: { default: '5000', doc: 'fetchers pause while the parse queue holds more jobs than this' },
   WRITE_HIGH_WATER: { default: '5000', doc: 'parsers pause while the write queue holds more jobs than this' },
+  WRITE_BATCH_SIZE: { default: '500', doc: 'a writer flushes when this many items have gathered...' },
+  WRITE_BATCH_MS: { default: '100', doc: '...or when this many milliseconds have passed' },
 } as const;
 
 export type EnvName = keyof typeof ENV_TABLE;
@@ -28,6 +30,8 @@ const envSchema = z.object({
   LOCK_DURATION_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
   PARSE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
   WRITE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
+  WRITE_BATCH_SIZE: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of items'),
+  WRITE_BATCH_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
 });
 
 export interface Env {
@@ -39,6 +43,8 @@ export interface Env {
   lockDurationMs: number;
   parseHighWater: number;
   writeHighWater: number;
+  writeBatchSize: number;
+  writeBatchMs: number;
 }
 
 /** Reads a list given inline (comma/newline separated) or as `@path/to/file`. */
@@ -76,5 +82,7 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     lockDurationMs: Number(e.LOCK_DURATION_MS),
     parseHighWater: Number(e.PARSE_HIGH_WATER),
     writeHighWater: Number(e.WRITE_HIGH_WATER),
+    writeBatchSize: Number(e.WRITE_BATCH_SIZE),
+    writeBatchMs: Number(e.WRITE_BATCH_MS),
   };
 }

@@ -12,7 +12,21 @@ export interface BatcherOptions {
 interface Waiter {
   resolve: () => void;
   reject: (err: unknown) => void;
+  /** where this caller's items sit in the batch */
+  from: number;
+  to: number;
 }
+
+/** Some items of one caller were refused by the store; the rest of the batch was stored. */
+export class ItemsRejectedError extends Error {
+  readonly code = 'ERR_ITEM_REJECTED';
+  constructor(readonly reasons: string[]) {
+    super(`the store refused ${reasons.length} item(s): ${reasons.join('; ')}`);
+  }
+}
+
+/** What a flush says of each item: undefined when stored, else why it was refused. */
+export type FlushOutcome = void | (string | undefined)[];
 
 export class Batcher<T> {
   private buffer: T[] = [];
@@ -20,10 +34,11 @@ export class Batcher<T> {
   private timer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
 
-  constructor(private readonly flushBatch: (batch: T[]) => Promise<void>, private readonly options: BatcherOptions) {}
+  constructor(private readonly flushBatch: (batch: T[]) => Promise<FlushOutcome>, private readonly options: BatcherOptions) {}
 
   add(items: T[]): Promise<void> {
-    const done = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
+    const from = this.buffer.length;
+    const done = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject, from, to: from + items.length }));
     this.buffer.push(...items);
     if (this.buffer.length >= this.options.maxItems) this.flushNow();
     else this.timer ??= setTimeout(() => this.flushNow(), this.options.maxWaitMs);
@@ -45,8 +60,12 @@ export class Batcher<T> {
     this.waiters = [];
     this.chain = this.chain.then(async () => {
       try {
-        await this.flushBatch(batch);
-        for (const w of waiters) w.resolve();
+        const outcome = await this.flushBatch(batch);
+        for (const w of waiters) {
+          const refused = outcome ? outcome.slice(w.from, w.to).filter((r): r is string => r !== undefined) : [];
+          if (refused.length > 0) w.reject(new ItemsRejectedError(refused));
+          else w.resolve();
+        }
       } catch (err) {
         for (const w of waiters) w.reject(err);
       }

@@ -3,3 +3,5 @@ export * from './sink.js';
 export * from './formats.js';
 export * from './file-sink.js';
 export * from './open-sink.js';
+export * from './mongo-sink.js';
+export * from './export.js';

@@ -1,17 +1,26 @@
-import { itemKeyFields, type SinkSpec, type Spider } from '@crawlfleet/core';
+import { itemKeyFields, type Logger, type SinkSpec, type Spider } from '@crawlfleet/core';
 import { FileSink } from './file-sink.js';
 import { csvColumns, csvFormat, jsonlFormat } from './formats.js';
+import { MongoSink } from './mongo-sink.js';
+import type { BatcherOptions } from './batcher.js';
 import type { ItemSink } from './sink.js';
 
-/** Opens the sink a crawl names. The MongoDB sink plugs in here (issue #3). */
-export async function openSink(spec: SinkSpec, spider: Spider): Promise<ItemSink> {
+export interface OpenSinkOptions {
+  /** the writer's MONGO_URL, for crawls whose sink names no URL of its own */
+  mongoUrl: string;
+  log?: Logger;
+  batch?: BatcherOptions;
+}
+
+/** Opens the sink a crawl names. */
+export async function openSink(spec: SinkSpec, spider: Spider, options: OpenSinkOptions): Promise<ItemSink> {
   const keyFields = itemKeyFields(spider);
   switch (spec.kind) {
     case 'jsonl':
-      return FileSink.open(spec.path, jsonlFormat, keyFields);
+      return FileSink.open(spec.path, jsonlFormat, keyFields, options.batch);
     case 'csv':
-      return FileSink.open(spec.path, csvFormat(csvColumns(spider.items.flatMap((r) => Object.keys(r.fields)))), keyFields);
+      return FileSink.open(spec.path, csvFormat(csvColumns(spider.items.flatMap((r) => Object.keys(r.fields)))), keyFields, options.batch);
     case 'mongo':
-      throw new Error('the MongoDB sink is not available in this build; use --out FILE.jsonl or FILE.csv');
+      return MongoSink.open(spec.url ?? options.mongoUrl, spider, { ...(options.log ? { log: options.log } : {}), ...(options.batch ? { batch: options.batch } : {}) });
   }
 }

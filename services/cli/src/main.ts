@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { ConfigError } from '@crawlfleet/core';
 import { assertCrawlId } from '@crawlfleet/crawl';
 import { crawlCommand } from './commands/crawl.js';
+import { exportCommand } from './commands/export.js';
 import { CONTROL_ACTIONS, controlCommand } from './commands/control.js';
 import { seedCommand } from './commands/seed.js';
 import { statusCommand } from './commands/status.js';
@@ -29,6 +30,7 @@ program
   .argument('<spider>', 'spider file (.json, .yaml, .js)')
   .addOption(crawlIdOption())
   .option('--out <file>', 'write items to FILE (.jsonl or .csv); default ./data/<crawl-id>/items.jsonl')
+  .option('--mongo <url>', 'write items to MongoDB (default when MONGO_URL is set and --out is not)')
   .addOption(redisOption())
   .option('--concurrency <n>', 'fetches in flight', positiveInt('--concurrency'), 16)
   .option('--max-pages <n>', 'stop admitting URLs after N pages', positiveInt('--max-pages'))
@@ -42,7 +44,7 @@ program
   .argument('<spider>', 'spider file')
   .argument('[urls...]', 'more URLs to enqueue')
   .addOption(crawlIdOption())
-  .option('--sink <target>', 'FILE.jsonl or FILE.csv (default ./data/<crawl-id>/items.jsonl)')
+  .option('--sink <target>', '"mongo" (the writers\' MONGO_URL), or FILE.jsonl or FILE.csv (default ./data/<crawl-id>/items.jsonl)')
   .option('--urls-file <file>', 'a file of URLs, one per line')
   .addOption(redisOption())
   .action(run((spider: string, urls: string[], opts: Parameters<typeof seedCommand>[2]) => seedCommand(spider, urls, opts)));
@@ -70,6 +72,14 @@ program
   .option('--json', 'one JSON document on stdout')
   .addOption(redisOption())
   .action(run((opts: Parameters<typeof statusCommand>[0]) => statusCommand(opts)));
+
+program
+  .command('export')
+  .description('write the items stored in MongoDB for a crawl to .jsonl or .csv')
+  .addOption(crawlIdOption().makeOptionMandatory())
+  .requiredOption('--out <file>', 'FILE.jsonl or FILE.csv')
+  .option('--mongo <url>', 'MongoDB URL (default: MONGO_URL)')
+  .action(run((opts: Parameters<typeof exportCommand>[0]) => exportCommand(opts)));
 
 for (const action of CONTROL_ACTIONS) {
   const what = { pause: 'pause a crawl', resume: 'resume a paused crawl', cancel: 'cancel a crawl', reset: "forget a crawl's queue, dedup state and counters (items stay)" }[action];

@@ -8,7 +8,11 @@ export function positiveInt(name: string) {
   };
 }
 
-/** The environment, with `--redis URL` taking precedence over REDIS_URL. */
-export function envWith(overrides: { redis?: string | undefined }): Env {
-  return loadEnv(overrides.redis ? { ...process.env, REDIS_URL: overrides.redis } : process.env);
+/** The environment, with `--redis URL` and `--mongo URL` taking precedence over REDIS_URL and MONGO_URL. */
+export function envWith(overrides: { redis?: string | undefined; mongo?: string | undefined }): Env {
+  return loadEnv({
+    ...process.env,
+    ...(overrides.redis ? { REDIS_URL: overrides.redis } : {}),
+    ...(overrides.mongo ? { MONGO_URL: overrides.mongo } : {}),
+  });
 }

@@ -1,4 +1,5 @@
-import { openSink, type ItemSink } from '@crawlfleet/storage';
+import { ItemsRejectedError, closeMongoConnections, openSink, type ItemSink, type OpenSinkOptions } from '@crawlfleet/storage';
+import { NonRetryableError } from '@crawlfleet/core';
 import { createStageWorker, runningStage, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 import type { CrawlRecord } from '@crawlfleet/crawl';
 
@@ -11,7 +12,7 @@ export interface WriterOptions {
 /** The sinks this writer has open, one per crawl, closed when idle or when the writer stops. */
 class SinkPool {
   private readonly open = new Map<string, { key: string; sink: Promise<ItemSink>; timer?: NodeJS.Timeout }>();
-  constructor(private readonly idleCloseMs: number) {}
+  constructor(private readonly idleCloseMs: number, private readonly options: OpenSinkOptions) {}
 
   get(crawl: CrawlRecord): Promise<ItemSink> {
     const key = `${crawl.version}:${JSON.stringify(crawl.sink)}`;
@@ -21,7 +22,7 @@ class SinkPool {
       entry = undefined;
     }
     if (!entry) {
-      entry = { key, sink: openSink(crawl.sink, crawl.spider) };
+      entry = { key, sink: openSink(crawl.sink, crawl.spider, this.options) };
       entry.sink.catch(() => this.open.delete(crawl.crawlId));
       this.open.set(crawl.crawlId, entry);
     }
@@ -49,16 +50,30 @@ class SinkPool {
  * only after the flush that holds its items succeeded.
  */
 export function startWriter(ctx: FleetContext, options: WriterOptions): RunningStage {
-  const sinks = new SinkPool(options.idleCloseMs ?? 30_000);
+  const sinks = new SinkPool(options.idleCloseMs ?? 30_000, {
+    mongoUrl: ctx.env.mongoUrl,
+    log: ctx.log,
+    batch: { maxItems: ctx.env.writeBatchSize, maxWaitMs: ctx.env.writeBatchMs },
+  });
   const worker = createStageWorker(ctx, {
     stage: 'write',
     concurrency: options.concurrency,
     defaultAttempts: 10,
     handler: async ({ data, crawl }) => {
       const sink = await sinks.get(crawl);
-      await sink.write(data.items);
+      try {
+        await sink.write(data.items);
+      } catch (err) {
+        // The store refused some of this page's items: the job goes to the dead-letter set with the
+        // reason; the rest of the batch, including this page's other items, is stored.
+        if (err instanceof ItemsRejectedError) throw new NonRetryableError(err.code, err.message, { url: data.url }, { cause: err });
+        throw err;
+      }
       return { counters: { written: data.items.length } };
     },
   });
-  return runningStage('write', worker, () => sinks.closeAll());
+  return runningStage('write', worker, async () => {
+    await sinks.closeAll();
+    await closeMongoConnections();
+  });
 }

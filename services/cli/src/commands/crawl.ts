@@ -1,4 +1,4 @@
-import { defaultSinkSpec, loadSpiderFile, sinkSpecFor } from '@crawlfleet/core';
+import { defaultSinkSpec, loadSpiderFile, sinkSpecFor, type SinkSpec } from '@crawlfleet/core';
 import { getStatus } from '@crawlfleet/crawl';
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
@@ -13,6 +13,7 @@ import { waitForEnd } from '../wait-for-end.js';
 export interface CrawlOptions {
   crawlId?: string;
   out?: string;
+  mongo?: string;
   redis?: string;
   concurrency: number;
   maxPages?: number;
@@ -27,8 +28,14 @@ export interface CrawlOptions {
 export async function crawlCommand(spiderFile: string, options: CrawlOptions): Promise<number> {
   const loaded = await loadSpiderFile(spiderFile);
   const spider = options.maxPages ? { ...loaded, maxPages: options.maxPages } : loaded;
-  const env = envWith(options);
-  const sinkFor = (crawlId: string) => (options.out ? sinkSpecFor(options.out) : defaultSinkSpec(crawlId));
+  const env = envWith({ ...options, ...(options.mongo ? { mongo: options.mongo } : {}) });
+  // --out FILE, else --mongo URL or MONGO_URL, else ./data/<crawl-id>/items.jsonl.
+  const sinkFor = (crawlId: string): SinkSpec => {
+    if (options.out) return sinkSpecFor(options.out);
+    if (options.mongo) return { kind: 'mongo', url: options.mongo };
+    if (process.env.MONGO_URL) return { kind: 'mongo' };
+    return defaultSinkSpec(crawlId);
+  };
   sinkFor('check');
   const ctx = await createFleetContext({ env, name: 'crawl' });
   const stages: RunningStage[] = [];

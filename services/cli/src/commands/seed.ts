@@ -1,4 +1,4 @@
-import { loadSpiderFile, sinkSpecFor, defaultSinkSpec, ConfigError } from '@crawlfleet/core';
+import { loadSpiderFile, sinkSpecFor, defaultSinkSpec } from '@crawlfleet/core';
 import { seedCrawl } from '@crawlfleet/seeder';
 import { withContext } from '../context.js';
 import { envWith } from '../options.js';
@@ -13,7 +13,6 @@ export interface SeedCommandOptions {
 /** Registers the crawl and enqueues its seeds; the crawl id is the last line of stdout. */
 export async function seedCommand(spiderFile: string, urls: string[], options: SeedCommandOptions): Promise<number> {
   const spider = await loadSpiderFile(spiderFile);
-  if (options.sink === 'mongo') throw new ConfigError('--sink mongo needs the MongoDB writer, which this build does not have yet; use --sink FILE.jsonl or FILE.csv');
   const sinkFor = (crawlId: string) => (options.sink ? sinkSpecFor(options.sink) : defaultSinkSpec(crawlId));
   sinkFor('check');
   const result = await withContext(envWith(options), (ctx) =>
