@@ -1,4 +1,4 @@
-import { ConfigError, ServiceUnavailableError, errorMessage } from '@crawlfleet/core';
+import { ConfigError, ServiceUnavailableError } from '@crawlfleet/core';
 
 /** CONTRACT.md: 0 success, 1 runtime failure, 2 bad usage or configuration, 124 timeout. */
 export const EXIT = { ok: 0, failure: 1, usage: 2, timeout: 124, interrupted: 130 } as const;
@@ -16,8 +16,4 @@ export function exitCodeFor(err: unknown): number {
   const code = (err as { code?: string }).code;
   if (typeof code === 'string' && code.startsWith('commander.')) return code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help' ? EXIT.ok : EXIT.usage;
   return EXIT.failure;
-}
-
-export function describeError(err: unknown): string {
-  return errorMessage(err);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
-import { ConfigError } from '@crawlfleet/core';
+import { errorMessage } from '@crawlfleet/core';
 import { assertCrawlId } from '@crawlfleet/crawl';
 import { crawlCommand } from './commands/crawl.js';
 import { exportCommand } from './commands/export.js';
@@ -9,7 +9,7 @@ import { seedCommand } from './commands/seed.js';
 import { statusCommand } from './commands/status.js';
 import { waitCommand } from './commands/wait.js';
 import { workerCommand } from './commands/worker.js';
-import { describeError, exitCodeFor } from './exit-codes.js';
+import { exitCodeFor } from './exit-codes.js';
 import { positiveInt } from './options.js';
 
 let exitCode = 0;
@@ -98,8 +98,7 @@ try {
   const code = exitCodeFor(err);
   const isCommander = typeof (err as { code?: unknown }).code === 'string' && String((err as { code: string }).code).startsWith('commander.');
   // commander already printed its own message; ours names the file, path and problem.
-  if (!isCommander) process.stderr.write(`crawlfleet: ${describeError(err)}\n`);
-  if (err instanceof ConfigError && err.issues.length === 0 && err.file) process.stderr.write(`  in ${err.file}\n`);
+  if (!isCommander) process.stderr.write(`crawlfleet: ${errorMessage(err)}\n`);
   process.exitCode = code;
 }
 // Short commands end here; long-running ones (worker, crawl) keep the event loop alive themselves.
