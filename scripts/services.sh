@@ -51,5 +51,28 @@ prepare_private_run() { # root
   trap 'stop_services; rm -rf "$run_dir"' EXIT
   ensure_node_modules "$1"
   start_redis "$run_dir"
+  ensure_ferretdb
   cd "$1"
+}
+
+# FerretDB 1.24.2, a MongoDB wire-protocol server on SQLite, for the MongoDB tests when MONGO_URL
+# is not given. Built once from the Go module proxy and cached. `go install` alone gives a binary
+# that panics at start (its build/version/version.txt is missing), so the module is built from a
+# copy with that file written.
+FERRETDB_VERSION=v1.24.2
+ensure_ferretdb() {
+  [ -n "${MONGO_URL:-}" ] && return 0
+  local cache="${XDG_CACHE_HOME:-$HOME/.cache}/crawlfleet/ferretdb-$FERRETDB_VERSION"
+  export FERRETDB_BIN="$cache/ferretdb"
+  [ -x "$FERRETDB_BIN" ] && return 0
+  command -v go >/dev/null 2>&1 || { echo "FerretDB needs Go to build (or set MONGO_URL to a MongoDB server)" >&2; return 1; }
+  echo "building FerretDB $FERRETDB_VERSION (once; cached in $cache) ..." >&2
+  local src dir
+  dir=$(cd /tmp && go mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  src="$(mktemp -d /tmp/ferretdb-src.XXXXXX)"
+  cp -r "$dir/." "$src" && chmod -R u+w "$src"
+  echo "$FERRETDB_VERSION" > "$src/build/version/version.txt"
+  mkdir -p "$cache"
+  (cd "$src" && go build -o "$FERRETDB_BIN.tmp" ./cmd/ferretdb) && mv "$FERRETDB_BIN.tmp" "$FERRETDB_BIN"
+  rm -rf "$src"
 }
