@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import got from 'got';
 import * as cheerio from 'cheerio';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../test/fixtures/catalogue-site.mjs';
+import { benchWriter } from './writer.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -98,6 +99,7 @@ const results = {
     runs,
   },
 };
+if (process.env.MONGO_URL) results.writer = await benchWriter(process.env.MONGO_URL);
 writeFileSync(join(ROOT, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
 console.log(`\ncrawlfleet ${Math.round(ours)} pages/s vs bare got+cheerio ${Math.round(base)} pages/s: ratio ${results.crawl.ratio} (median of ${ROUNDS})`);
 console.log('written to bench/results.json');

@@ -6,4 +6,4 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
 prepare_private_run "$root"
 npm run --silent typecheck
-node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand "$@"
+node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand --forceExit "$@"

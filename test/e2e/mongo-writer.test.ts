@@ -1,8 +1,12 @@
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
-import { comparable, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { comparable, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
 import { startMongo, type MongoServer } from '../helpers/mongo.js';
+import { startServer } from '../fixtures/http-server.mjs';
+import { Redis } from 'ioredis';
+import { Keys } from '@crawlfleet/core';
+import { REDIS_URL } from '../helpers/cli.js';
 
 // Small sites: FerretDB's SQLite handler scans a collection on every update (docs/ferretdb.md).
 const SHAPE = siteShape(80, 20);
@@ -93,6 +97,105 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       expect(fromMongo.every((i) => i.crawlId === 'm-export' && !('_id' in i) && !('firstSeenAt' in i))).toBe(true);
       expect(comparable(fromMongo, fields)).toEqual(comparable(readJsonl(viaFile), fields));
     } finally {
+      await site.close();
+    }
+  });
+
+  test('a MongoDB outage mid-crawl: the writer holds its batch and retries, and the documents end exactly right', async () => {
+    if (!mongo.controllable) return; // an external MONGO_URL cannot be stopped by the test
+    const shape = siteShape(200, 20);
+    const site = await startCatalogueSite(shape, { delayMs: 50 });
+    try {
+      const env = testEnv(prefix, { WRITE_BATCH_SIZE: '20' });
+      const db = `${new URL(mongo.url).pathname.slice(1)}_outage`;
+      const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
+      const spider = writeJson(dir, 'outage.json', catalogueSpider(site.url));
+      const crawl = spawnCli(['crawl', spider, '--crawl-id', 'm-outage', '--mongo', url, '--json', '--quiet', '--concurrency', '2'], { env });
+      const outageDb = client.db(db);
+      await waitFor(async () => (await outageDb.collection('listing').countDocuments().catch(() => 0)) > 0, 60_000, 'the first documents');
+      await mongo.stop();
+      // Longer than the driver's 5 s server selection, so the writer sees the outage and retries.
+      await new Promise((r) => setTimeout(r, 8000));
+      await mongo.start();
+      const result = await crawl.result;
+      expect(result.code).toBe(0);
+      expect(result.stderr).toContain('MongoDB unavailable: holding the batch and retrying');
+      const truth = groundTruth(site.url, shape);
+      const products = await outageDb.collection('product').find({}).toArray();
+      const listings = await outageDb.collection('listing').find({}).toArray();
+      expect(comparable(products, ['sku', 'title', 'price'])).toEqual(comparable(truth.products, ['sku', 'title', 'price']));
+      expect(comparable(listings, ['link', 'title', 'price'])).toEqual(comparable(truth.listings, ['link', 'title', 'price']));
+      expect(JSON.parse(result.stdout.trim().split('\n').pop()!).counters.written).toBe(products.length + listings.length);
+      await outageDb.dropDatabase();
+    } finally {
+      await site.close();
+    }
+  });
+
+  test('the writer killed with SIGKILL mid-crawl: a new writer finishes, with no loss and no duplicates', async () => {
+    const shape = siteShape(200, 20);
+    const site = await startCatalogueSite(shape, { delayMs: 20 });
+    const db = `${new URL(mongo.url).pathname.slice(1)}_kill`;
+    const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
+    const env = testEnv(prefix, { MONGO_URL: url, WRITE_BATCH_SIZE: '20' });
+    const workers = [spawnCli(['worker', 'fetcher', '--concurrency', '4'], { env }), spawnCli(['worker', 'parser'], { env })];
+    try {
+      const spider = writeJson(dir, 'kill.json', catalogueSpider(site.url));
+      const seeded = await runCli(['seed', spider, '--crawl-id', 'm-kill', '--sink', 'mongo'], { env });
+      expect(seeded.code).toBe(0);
+      const first = spawnCli(['worker', 'writer'], { env });
+      const killDb = client.db(db);
+      await waitFor(async () => (await killDb.collection('listing').countDocuments().catch(() => 0)) > 0, 60_000, 'the first documents');
+      first.kill('SIGKILL');
+      expect((await first.result).signal).toBe('SIGKILL');
+      workers.push(spawnCli(['worker', 'writer'], { env }));
+      const waited = await runCli(['wait', '--crawl-id', 'm-kill', '--timeout', '120'], { env, timeoutMs: 130_000 });
+      expect(waited.code).toBe(0);
+      const truth = groundTruth(site.url, shape);
+      const products = await killDb.collection('product').find({}).toArray();
+      const listings = await killDb.collection('listing').find({}).toArray();
+      expect(comparable(products, ['sku', 'title', 'price'])).toEqual(comparable(truth.products, ['sku', 'title', 'price']));
+      expect(comparable(listings, ['link', 'title', 'price'])).toEqual(comparable(truth.listings, ['link', 'title', 'price']));
+      expect(new Set(listings.map((l) => l.link)).size).toBe(listings.length);
+      await killDb.dropDatabase();
+    } finally {
+      for (const w of workers) w.kill('SIGTERM');
+      await Promise.all(workers.map((w) => w.result));
+      await site.close();
+    }
+  });
+
+  test('a document MongoDB cannot take goes to the dead-letter set with its reason; the rest of its batch is stored', async () => {
+    const huge = 'x'.repeat(17 * 1024 * 1024);
+    const site = await startServer((req, res) => {
+      const notes = req.url === '/big.html' ? ['small one', huge, 'small two'] : ['plain'];
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(`<title>${req.url}</title>${req.url === '/' ? '<a href="/big.html">b</a><a href="/other.html">o</a>' : ''}${notes.map((n, i) => `<div class="note"><b>${req.url}#${i}</b><i>${n}</i></div>`).join('')}`);
+    });
+    const redis = new Redis(REDIS_URL);
+    try {
+      const db = `${new URL(mongo.url).pathname.slice(1)}_big`;
+      const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
+      const spider = writeJson(dir, 'big.json', {
+        name: 'big',
+        startUrls: [`${site.url}/`],
+        allowPrivateAddresses: true,
+        obeyRobotsTxt: false,
+        follow: [{ css: 'a' }],
+        items: [{ type: 'note', each: 'div.note', key: 'id', fields: { id: { css: 'b', required: true }, text: { css: 'i' } } }],
+        limits: { maxResponseBytes: 64 * 1024 * 1024 },
+      });
+      const run = await runCli(['crawl', spider, '--crawl-id', 'm-big', '--mongo', url, '--json', '--quiet'], { env: testEnv(prefix), timeoutMs: 120_000 });
+      expect(run.code).toBe(0);
+      const stored = await client.db(db).collection('note').find({}).project({ _id: 1 }).toArray();
+      expect(stored.map((d) => d._id).sort()).toEqual(['/#0', '/big.html#0', '/big.html#2', '/other.html#0']);
+      const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl('m-big').dead)).map((j) => JSON.parse(j));
+      expect(dead).toHaveLength(1);
+      expect(dead[0]).toMatchObject({ stage: 'write', url: `${site.url}/big.html`, code: 'ERR_ITEM_REJECTED', reason: expect.stringMatching(/document too large for MongoDB: \d+ bytes > 16777216/) });
+      expect(JSON.parse(run.stdout.trim().split('\n').pop()!).counters).toMatchObject({ failed: 1, written: 2 });
+      await client.db(db).dropDatabase();
+    } finally {
+      redis.disconnect();
       await site.close();
     }
   });
