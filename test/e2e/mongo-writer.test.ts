@@ -5,7 +5,8 @@ import { comparable, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, 
 import { startMongo, type MongoServer } from '../helpers/mongo.js';
 import { startServer } from '../fixtures/http-server.mjs';
 import { Redis } from 'ioredis';
-import { Keys } from '@crawlfleet/core';
+import { Keys, validateSpider } from '@crawlfleet/core';
+import { MongoSink } from '@crawlfleet/storage';
 import { REDIS_URL } from '../helpers/cli.js';
 
 // Small sites: FerretDB's SQLite handler scans a collection on every update (docs/ferretdb.md).
@@ -198,5 +199,18 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       redis.disconnect();
       await site.close();
     }
+  });
+
+  test('duplicates inside one batch collapse to one upsert, the last one winning', async () => {
+    const db = `${new URL(mongo.url).pathname.slice(1)}_dups`;
+    const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
+    const spider = validateSpider({ name: 'd', items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'x' }, price: { css: 'y' } } }] });
+    const sink = await MongoSink.open(url, spider, { batch: { maxItems: 100, maxWaitMs: 50 } });
+    const item = (upc: string, price: number) => ({ type: 'book', url: `http://h/${upc}`, upc, price, crawlId: 'c', fetchedAt: 't', spider: 'd' });
+    await Promise.all([sink.write([item('a', 1), item('b', 1)]), sink.write([item('a', 2)]), sink.write([item('a', 3)])]);
+    await sink.close();
+    const stored = await client.db(db).collection('book').find({}).sort({ _id: 1 }).toArray();
+    expect(stored.map((d) => [d._id, d.price, d.changes])).toEqual([['a', 3, 0], ['b', 1, 0]]);
+    await client.db(db).dropDatabase();
   });
 });
