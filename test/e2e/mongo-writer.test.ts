@@ -1,13 +1,12 @@
 import { join } from 'node:path';
-import { MongoClient } from 'mongodb';
-import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
-import { comparable, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
-import { startMongo, type MongoServer } from '../helpers/mongo.js';
-import { startServer } from '../fixtures/http-server.mjs';
 import { Redis } from 'ioredis';
+import { MongoClient } from 'mongodb';
 import { Keys, validateSpider } from '@crawlfleet/core';
 import { MongoSink } from '@crawlfleet/storage';
-import { REDIS_URL } from '../helpers/cli.js';
+import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
+import { startServer } from '../fixtures/http-server.mjs';
+import { REDIS_URL, comparable, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+import { startMongo, type MongoServer } from '../helpers/mongo.js';
 
 // Small sites: FerretDB's SQLite handler scans a collection on every update (docs/ferretdb.md).
 const SHAPE = siteShape(80, 20);

@@ -3,10 +3,20 @@ import { hostOf } from './canonical.js';
 
 export type ScopeVerdict = 'admit' | 'out-of-scope' | 'too-deep';
 
-/** The hosts a crawl may visit: `allowedDomains`, or the hosts of its start URLs. */
-export function allowedHosts(spider: Pick<Spider, 'allowedDomains' | 'startUrls' | 'sitemapUrls'>): string[] {
-  if (spider.allowedDomains && spider.allowedDomains.length > 0) return spider.allowedDomains.map((d) => d.toLowerCase());
-  return [...new Set([...spider.startUrls, ...(spider.sitemapUrls ?? [])].map((u) => hostOf(u).host))];
+type ScopeSource = Pick<Spider, 'allowedDomains' | 'startUrls' | 'sitemapUrls'>;
+const allowedCache = new WeakMap<ScopeSource, string[]>();
+
+/** The hosts a crawl may visit: `allowedDomains`, or the hosts of its start URLs (worked out once per spider). */
+export function allowedHosts(spider: ScopeSource): string[] {
+  let hosts = allowedCache.get(spider);
+  if (!hosts) {
+    hosts =
+      spider.allowedDomains && spider.allowedDomains.length > 0
+        ? spider.allowedDomains.map((d) => d.toLowerCase())
+        : [...new Set([...spider.startUrls, ...(spider.sitemapUrls ?? [])].map((u) => hostOf(u).host))];
+    allowedCache.set(spider, hosts);
+  }
+  return hosts;
 }
 
 /**

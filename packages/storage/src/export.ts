@@ -1,8 +1,8 @@
 import { mkdir, open } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import mongoose from 'mongoose';
 import type { Item } from '@crawlfleet/core';
 import { csvColumns, csvFormat, jsonlFormat } from './formats.js';
+import { mongoConnection } from './mongo-sink.js';
 
 /** Bookkeeping the store adds to each item; an export gives the items as the crawl produced them. */
 const STORE_FIELDS = new Set(['_id', 'firstSeenAt', 'lastSeenAt', 'changedAt', 'changes', 'contentHash']);
@@ -16,29 +16,24 @@ function asItem(doc: Record<string, unknown>): Item {
  * or `.csv` file, replacing the file. Returns the number of items.
  */
 export async function exportCrawl(mongoUrl: string, crawlId: string, out: string, kind: 'jsonl' | 'csv', onProgress?: (n: number) => void): Promise<number> {
-  const conn = await mongoose.createConnection(mongoUrl, { serverSelectionTimeoutMS: 5000 }).asPromise();
-  try {
-    const db = conn.db!;
-    const names = (await db.listCollections({}, { nameOnly: true }).toArray()).map((c) => c.name).filter((n) => !n.startsWith('system.')).sort();
-    const items: Item[] = [];
-    for (const name of names) {
-      for await (const doc of db.collection(name).find({ crawlId }).sort({ _id: 1 })) {
-        items.push(asItem(doc));
-        if (items.length % 10_000 === 0) onProgress?.(items.length);
-      }
+  const db = (await mongoConnection(mongoUrl)).db!;
+  const names = (await db.listCollections({}, { nameOnly: true }).toArray()).map((c) => c.name).filter((n) => !n.startsWith('system.')).sort();
+  const items: Item[] = [];
+  for (const name of names) {
+    for await (const doc of db.collection(name).find({ crawlId }).sort({ _id: 1 })) {
+      items.push(asItem(doc));
+      if (items.length % 10_000 === 0) onProgress?.(items.length);
     }
-    const format = kind === 'jsonl' ? jsonlFormat : csvFormat(csvColumns([...new Set(items.flatMap((i) => Object.keys(i)))]));
-    await mkdir(dirname(out), { recursive: true });
-    const file = await open(out, 'w');
-    try {
-      if (format.header) await file.write(format.header());
-      for (let i = 0; i < items.length; i += 1000) await file.write(items.slice(i, i + 1000).map((item) => format.line(item)).join(''));
-      await file.datasync();
-    } finally {
-      await file.close();
-    }
-    return items.length;
-  } finally {
-    await conn.close();
   }
+  const format = kind === 'jsonl' ? jsonlFormat : csvFormat(csvColumns([...new Set(items.flatMap((i) => Object.keys(i)))]));
+  await mkdir(dirname(out), { recursive: true });
+  const file = await open(out, 'w');
+  try {
+    if (format.header) await file.write(format.header());
+    for (let i = 0; i < items.length; i += 1000) await file.write(items.slice(i, i + 1000).map((item) => format.line(item)).join(''));
+    await file.datasync();
+  } finally {
+    await file.close();
+  }
+  return items.length;
 }

@@ -45,7 +45,8 @@ export function isTransientMongoError(err: unknown): boolean {
 
 const connections = new Map<string, Promise<Connection>>();
 
-function connect(url: string): Promise<Connection> {
+/** One pooled connection per URL, shared by every sink and the export in this process. */
+export function mongoConnection(url: string): Promise<Connection> {
   let conn = connections.get(url);
   if (!conn) {
     conn = mongoose.createConnection(url, { serverSelectionTimeoutMS: 5000, connectTimeoutMS: 5000, retryWrites: true }).asPromise();
@@ -73,7 +74,7 @@ export class MongoSink implements ItemSink {
   }
 
   static async open(url: string, spider: Spider, options: MongoSinkOptions = {}): Promise<MongoSink> {
-    const conn = await connect(url);
+    const conn = await mongoConnection(url);
     const models = new Map<string, { model: Model<Record<string, unknown>>; key: string }>();
     for (const rule of spider.items) {
       const key = rule.key ?? 'url';

@@ -1,5 +1,5 @@
 import { ConfigError, ServiceUnavailableError, redactUrl, sinkSpecFor } from '@crawlfleet/core';
-import { exportCrawl } from '@crawlfleet/storage';
+import { closeMongoConnections, exportCrawl } from '@crawlfleet/storage';
 import { envWith } from '../options.js';
 
 export async function exportCommand(options: { crawlId: string; out: string; mongo?: string }): Promise<number> {
@@ -13,6 +13,8 @@ export async function exportCommand(options: { crawlId: string; out: string; mon
     const name = (err as Error).name ?? '';
     if (/MongoServerSelection|MongoNetwork/.test(name)) throw new ServiceUnavailableError('mongodb', `cannot reach MongoDB at ${redactUrl(env.mongoUrl)}: ${(err as Error).message}`, { cause: err });
     throw err;
+  } finally {
+    await closeMongoConnections();
   }
   process.stderr.write(`\r${count} items of crawl ${options.crawlId} written to ${spec.path}\n`);
   return 0;
