@@ -15,6 +15,8 @@ export interface MongoSinkOptions {
   log?: Logger;
   /** how long one reconnect wait may grow to while MongoDB is down */
   maxRetryDelayMs?: number;
+  /** how long a flush holds its batch and retries before it fails its jobs */
+  maxHoldMs?: number;
 }
 
 /**
@@ -96,13 +98,21 @@ export class MongoSink implements ItemSink {
   }
 
   private async flush(items: Item[]): Promise<FlushOutcome> {
+    const started = Date.now();
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.flushOnce(items);
       } catch (err) {
-        if (!isTransientMongoError(err)) throw err;
-        const wait = retryDelay(attempt, undefined, { baseMs: 250, maxMs: this.options.maxRetryDelayMs ?? 10_000 });
-        this.options.log?.warn({ mongo: redactUrl(this.url), attempt, retryInMs: wait, err: { name: (err as Error).name, message: (err as Error).message } }, 'MongoDB unavailable: holding the batch and retrying');
+        // Refusals of single documents come back in the outcome, not as errors: an error here means
+        // the store could not take the batch at all (down, restarting, failing over, buffering). Hold
+        // the batch and retry, acknowledging nothing; give up to the job's own retries only after
+        // maxHoldMs, so a lasting fault still surfaces.
+        if (Date.now() - started > (this.options.maxHoldMs ?? 10 * 60_000)) throw err;
+        const wait = retryDelay(attempt, undefined, { baseMs: 250, maxMs: this.options.maxRetryDelayMs ?? 5_000 });
+        this.options.log?.warn(
+          { mongo: redactUrl(this.url), attempt, retryInMs: wait, transient: isTransientMongoError(err), err: { name: (err as Error).name, message: (err as Error).message } },
+          'MongoDB unavailable: holding the batch and retrying',
+        );
         await new Promise((r) => setTimeout(r, wait));
       }
     }
