@@ -5,7 +5,7 @@ import { Keys, validateSpider } from '@crawlfleet/core';
 import { MongoSink } from '@crawlfleet/storage';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { startServer } from '../fixtures/http-server.mjs';
-import { REDIS_URL, comparable, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, comparable, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
 import { startMongo, type MongoServer } from '../helpers/mongo.js';
 
 // Small sites: FerretDB's SQLite handler scans a collection on every update (docs/ferretdb.md).
@@ -117,7 +117,7 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       // Longer than the driver's 5 s server selection, so the writer sees the outage and retries.
       await new Promise((r) => setTimeout(r, 8000));
       await mongo.start();
-      const result = await crawl.result;
+      const result = await resultWithin(crawl, 120_000, 'the crawl through the MongoDB outage');
       expect(result.code).toBe(0);
       expect(result.stderr).toContain('MongoDB unavailable: holding the batch and retrying');
       const truth = groundTruth(site.url, shape);

@@ -93,3 +93,18 @@ export function comparable(items: Record<string, unknown>[], keep: string[]): Re
     .map((i) => Object.fromEntries(keep.map((k) => [k, i[k]])))
     .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
 }
+
+/**
+ * The child's result, or after `timeoutMs` an error that carries the tail of its stderr: a hang in
+ * CI then says where the child was, instead of only that jest's timeout ran out.
+ */
+export async function resultWithin(child: ChildProcess & { result: Promise<CliResult> }, timeoutMs: number, what: string): Promise<CliResult> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolveTimeout) => (timer = setTimeout(() => resolveTimeout('timeout'), timeoutMs)));
+  const first = await Promise.race([child.result, timedOut]);
+  clearTimeout(timer);
+  if (first !== 'timeout') return first;
+  child.kill('SIGKILL');
+  const { stderr } = await child.result;
+  throw new Error(`${what} did not finish within ${timeoutMs} ms; the tail of its stderr:\n${stderr.slice(-4000)}`);
+}

@@ -57,7 +57,10 @@ export async function startMongo(dbName: string): Promise<MongoServer> {
     if (!child || child.exitCode !== null) return;
     const exited = new Promise((r) => child!.once('exit', r));
     child.kill('SIGTERM');
+    // A server that does not stop within 5 s is killed: the outage must begin when the test says.
+    const escalate = setTimeout(() => child!.kill('SIGKILL'), 5000);
     await exited;
+    clearTimeout(escalate);
   };
   await start();
   return { url: `mongodb://127.0.0.1:${port}/${dbName}`, stop, start, controllable: true };

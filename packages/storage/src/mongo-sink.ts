@@ -17,6 +17,19 @@ export interface MongoSinkOptions {
   maxRetryDelayMs?: number;
   /** how long a flush holds its batch and retries before it fails its jobs */
   maxHoldMs?: number;
+  /** a flush attempt that has not settled by then counts as failed and is retried (upserts are idempotent) */
+  flushTimeoutMs?: number;
+}
+
+/** Rejects when `promise` has not settled within `ms`; the promise itself runs on. */
+async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms)));
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -51,7 +64,8 @@ const connections = new Map<string, Promise<Connection>>();
 export function mongoConnection(url: string): Promise<Connection> {
   let conn = connections.get(url);
   if (!conn) {
-    conn = mongoose.createConnection(url, { serverSelectionTimeoutMS: 5000, connectTimeoutMS: 5000, retryWrites: true }).asPromise();
+    // socketTimeoutMS: a connection the server stopped answering on fails instead of hanging a flush.
+    conn = mongoose.createConnection(url, { serverSelectionTimeoutMS: 5000, connectTimeoutMS: 5000, socketTimeoutMS: 60_000, retryWrites: true }).asPromise();
     conn.catch(() => connections.delete(url));
     connections.set(url, conn);
   }
@@ -101,7 +115,7 @@ export class MongoSink implements ItemSink {
     const started = Date.now();
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.flushOnce(items);
+        return await withTimeout(this.flushOnce(items), this.options.flushTimeoutMs ?? 90_000, 'the MongoDB flush');
       } catch (err) {
         // Refusals of single documents come back in the outcome, not as errors: an error here means
         // the store could not take the batch at all (down, restarting, failing over, buffering). Hold
