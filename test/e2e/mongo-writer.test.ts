@@ -120,6 +120,11 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       const result = await resultWithin(crawl, 120_000, 'the crawl through the MongoDB outage');
       expect(result.code).toBe(0);
       expect(result.stderr).toContain('MongoDB unavailable: holding the batch and retrying');
+      // Nothing dead-lettered but the site's one broken link: an outage refuses no item.
+      const redis = new Redis(REDIS_URL);
+      const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl('m-outage').dead)).map((j) => JSON.parse(j).reason);
+      redis.disconnect();
+      expect(dead).toEqual(['HTTP 404']);
       const truth = groundTruth(site.url, shape);
       const products = await outageDb.collection('product').find({}).toArray();
       const listings = await outageDb.collection('listing').find({}).toArray();

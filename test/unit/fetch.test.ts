@@ -19,17 +19,34 @@ describe('SSRF guard', () => {
 
 describe('response classification', () => {
   const spider = validateSpider({ name: 'x' });
+  const page = (status: number, body = '<html><body><h1>A real page</h1></body></html>', contentType = 'text/html') => ({ status, contentType, body: Buffer.from(body) });
   test.each([
     [200, 'ok'],
     [204, 'ok'],
     [404, 'fail'],
-    [403, 'fail'],
-    [429, 'retry'],
+    [403, 'blocked'],
+    [429, 'blocked'],
     [503, 'retry'],
     [524, 'retry'],
     [501, 'fail'],
   ] as const)('HTTP %i -> %s', (status, kind) => {
-    expect(classifyResponse(status, spider).kind).toBe(kind);
+    expect(classifyResponse(page(status), spider).kind).toBe(kind);
+  });
+  test('a block is a 403 or 429, a page whose text matches a block pattern, or a body under blockMinBytes', () => {
+    expect(classifyResponse(page(403), spider)).toEqual({ kind: 'blocked', reason: 'blocked: HTTP 403' });
+    expect(classifyResponse(page(200, '<html><body><p>Please solve this CAPTCHA to continue</p></body></html>'), spider)).toEqual({ kind: 'blocked', reason: 'blocked: the page says "captcha"' });
+    expect(classifyResponse(page(200, '<title>Sorry</title><b>Our systems have detected Unusual   traffic</b>'), spider).kind).toBe('blocked');
+    expect(classifyResponse(page(200, ''), spider)).toEqual({ kind: 'blocked', reason: 'blocked: a 0-byte body (blockMinBytes 1)' });
+    const strict = validateSpider({ name: 'x', blockMinBytes: 100, blockPatterns: ['go away'] });
+    expect(classifyResponse(page(200, '<p>tiny</p>'), strict).kind).toBe('blocked');
+    expect(classifyResponse(page(200, `<p>${'fine '.repeat(30)}</p><p>captcha</p>`), strict).kind).toBe('ok');
+    expect(classifyResponse(page(200, `<p>${'x'.repeat(100)} GO AWAY</p>`), strict).kind).toBe('blocked');
+  });
+  test('block patterns read the visible text: a page that loads a reCAPTCHA script, or names one in a comment or attribute, is not a block', () => {
+    const body = '<html><head><script src="https://www.google.com/recaptcha/api.js"></script><script>var captcha = 1;</script><style>.captcha{}</style></head><body><!-- captcha --><form class="captcha"><p>Sign up for our newsletter</p></form></body></html>';
+    expect(classifyResponse(page(200, body), spider).kind).toBe('ok');
+    // Patterns apply to HTML only: a JSON or text body that says "captcha" is data.
+    expect(classifyResponse(page(200, '{"captcha": true}', 'application/json'), spider).kind).toBe('ok');
   });
   test('HTML is told by content type, or sniffed when there is none', () => {
     expect(isHtml('text/html; charset=utf-8', Buffer.from(''))).toBe(true);

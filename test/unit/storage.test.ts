@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync, appendFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Batcher, FileSink, ItemsRejectedError, contentHash, csvColumns, csvFormat, documentId, jsonlFormat } from '@crawlfleet/storage';
+import { Batcher, FileSink, ItemsRejectedError, contentHash, csvColumns, csvFormat, documentId, isDocumentFault, jsonlFormat } from '@crawlfleet/storage';
 
 describe('Batcher', () => {
   test('flushes at maxItems or after maxWaitMs, and settles each caller with its flush', async () => {
@@ -71,6 +71,11 @@ describe('item store decisions', () => {
     const b = { price: 1, upc: 'x', type: 'book', crawlId: 'c2', fetchedAt: 't2', spider: 's' };
     expect(contentHash(a)).toBe(contentHash(b));
     expect(contentHash({ ...a, price: 2 })).not.toBe(contentHash(a));
+  });
+  test('only a document\'s own fault refuses it; a shutdown or failover error retries the whole batch', () => {
+    expect([2, 52, 121, 10334].every(isDocumentFault)).toBe(true);
+    // ShutdownInProgress, InterruptedAtShutdown, NotWritablePrimary, no code at all
+    expect([91, 11600, 10107, undefined].some(isDocumentFault)).toBe(false);
   });
   test('the document id is the key value', () => {
     expect(documentId('abc')).toBe('abc');

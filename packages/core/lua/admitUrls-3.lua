@@ -2,7 +2,7 @@
   Admits discovered URLs to a crawl's frontier, once each, whatever number of parsers find them at once.
 
   KEYS[1] urls      hash: fingerprint -> state ('q' queued, 'd' fetched, 'S' out of scope,
-                     'D' beyond maxDepth, 'L' beyond maxPages)
+                     'D' beyond maxDepth, 'L' beyond maxPages, 'R' disallowed by robots.txt)
   KEYS[2] counters  hash: seen, skipped
   KEYS[3] pending   set: fetch job ids enqueued and not finished
 

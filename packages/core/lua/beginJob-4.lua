@@ -16,5 +16,8 @@ if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return {'finished', ''} e
 if state == 'running' then
   redis.call('SREM', KEYS[4], ARGV[1])
   redis.call('SADD', KEYS[3], ARGV[1])
+elseif state ~= 'paused' then
+  -- a cancelled or ended crawl: the worker drops the job, which is parked no more
+  redis.call('SREM', KEYS[4], ARGV[1])
 end
 return {state, redis.call('HGET', KEYS[1], 'version') or ''}

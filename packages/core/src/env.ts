@@ -17,6 +17,9 @@ export const ENV_TABLE = {
   WRITE_HIGH_WATER: { default: '5000', doc: 'parsers pause while the write queue holds more jobs than this' },
   WRITE_BATCH_SIZE: { default: '500', doc: 'a writer flushes when this many items have gathered...' },
   WRITE_BATCH_MS: { default: '100', doc: '...or when this many milliseconds have passed' },
+  PROXY_LIST: { default: '', doc: 'proxy URLs, comma- or newline-separated, or @path/to/file (`--proxies FILE` wins)' },
+  ROBOTS_CACHE_SECONDS: { default: '3600', doc: 'how long the fleet keeps a host\'s robots.txt before fetching it again' },
+  HOST_RESOLVE: { default: '', doc: 'name:address pairs that replace DNS for those names, like curl --resolve (staging, tests); not applied through proxies' },
 } as const;
 
 export type EnvName = keyof typeof ENV_TABLE;
@@ -32,6 +35,9 @@ const envSchema = z.object({
   WRITE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
   WRITE_BATCH_SIZE: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of items'),
   WRITE_BATCH_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
+  PROXY_LIST: z.string(),
+  ROBOTS_CACHE_SECONDS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of seconds'),
+  HOST_RESOLVE: z.string().regex(/^(\s*[A-Za-z0-9.-]+:(\[[0-9a-fA-F:.]+\]|[0-9a-fA-F:.]+)\s*(,|$))*\s*$/, 'must be name:address pairs, comma-separated'),
 });
 
 export interface Env {
@@ -45,6 +51,10 @@ export interface Env {
   writeHighWater: number;
   writeBatchSize: number;
   writeBatchMs: number;
+  /** the raw PROXY_LIST value; @crawlfleet/politeness parses it */
+  proxyList: string;
+  robotsCacheSeconds: number;
+  hostResolve: string;
 }
 
 /** Reads a list given inline (comma/newline separated) or as `@path/to/file`. */
@@ -84,5 +94,8 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     writeHighWater: Number(e.WRITE_HIGH_WATER),
     writeBatchSize: Number(e.WRITE_BATCH_SIZE),
     writeBatchMs: Number(e.WRITE_BATCH_MS),
+    proxyList: e.PROXY_LIST,
+    robotsCacheSeconds: Number(e.ROBOTS_CACHE_SECONDS),
+    hostResolve: e.HOST_RESOLVE,
   };
 }

@@ -24,8 +24,21 @@ export interface CrawlKeys {
   pending: Record<Stage, string>;
   active: Record<Stage, string>;
   delayed: Record<Stage, string>;
-  /** hash: host -> JSON politeness state (issue #4 builds on it) */
-  hosts: string;
+}
+
+export interface PoliteKeys {
+  /** hash: a host's politeness state (see acquireSlot-v.lua) */
+  host(host: string): string;
+  /** sorted set: the host's requests in flight (lease id -> expiry) */
+  hostLeases(host: string): string;
+  /** hash: a proxy's health and rate state */
+  proxy(id: string): string;
+  /** hash: proxy id -> its URL with the credentials redacted, for status and monitor */
+  proxies: string;
+  probeLock(id: string): string;
+  /** string: a host's robots.txt as fetched (JSON), with a TTL */
+  robots(origin: string): string;
+  robotsLock(origin: string): string;
 }
 
 export class Keys {
@@ -54,13 +67,30 @@ export class Keys {
       pending: perStage('pending'),
       active: perStage('active'),
       delayed: perStage('delayed'),
-      hosts: `${base}:hosts`,
+    };
+  }
+
+  /**
+   * Politeness state is the fleet's, not one crawl's: two crawls on one host share its limits, and a
+   * proxy's health is the same whoever uses it. Every such key shares the slot `{polite}`, so one
+   * script can take a host's lease and a proxy's request together.
+   */
+  polite(): PoliteKeys {
+    const base = `${this.prefix}:{polite}`;
+    return {
+      host: (host: string) => `${base}:host:${host}`,
+      hostLeases: (host: string) => `${base}:host:${host}:leases`,
+      proxy: (id: string) => `${base}:proxy:${id}`,
+      proxies: `${base}:proxies`,
+      probeLock: (id: string) => `${base}:probe:${id}`,
+      robots: (origin: string) => `${base}:robots:${origin}`,
+      robotsLock: (origin: string) => `${base}:robots-lock:${origin}`,
     };
   }
 
   /** Every key of a crawl as a flat list, for `reset`. */
   allCrawlKeys(crawlId: string): string[] {
     const k = this.crawl(crawlId);
-    return [k.meta, k.counters, k.urls, k.dead, k.hosts, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s]])];
+    return [k.meta, k.counters, k.urls, k.dead, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s]])];
   }
 }

@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 
 /**
- * Loads the Lua scripts of `lua/` (one atomic operation each, named `verbNoun-<numKeys>.lua`) and
+ * Loads the Lua scripts of `lua/` (one atomic operation each, named `verbNoun-<numKeys>.lua`, or
+ * `verbNoun-v.lua` for a script that takes a variable number of keys) and
  * registers them on a connection under a versioned name, so two fleet versions can share one Redis.
  */
 export const SCRIPT_VERSION = 1;
@@ -17,6 +18,8 @@ const SCRIPT_FILES = {
   delayJob: 'delayJob-4.lua',
   checkDone: 'checkDone-4.lua',
   registerCrawl: 'registerCrawl-1.lua',
+  acquireSlot: 'acquireSlot-v.lua',
+  releaseSlot: 'releaseSlot-v.lua',
 } as const;
 
 export type ScriptName = keyof typeof SCRIPT_FILES;
@@ -26,12 +29,14 @@ function readLua(file: string): string {
   return text.replace(/^--!include (\S+)$/gm, (_line, name: string) => readLua(join('includes', name)));
 }
 
-const loaded = new Map<ScriptName, { lua: string; numberOfKeys: number }>();
+/** numberOfKeys is undefined for a script with a variable number of keys. */
+const loaded = new Map<ScriptName, { lua: string; numberOfKeys: number | undefined }>();
 function script(name: ScriptName) {
   let entry = loaded.get(name);
   if (!entry) {
     const file = SCRIPT_FILES[name];
-    entry = { lua: readLua(file), numberOfKeys: Number(/-(\d+)\.lua$/.exec(file)![1]) };
+    const fixed = /-(\d+)\.lua$/.exec(file);
+    entry = { lua: readLua(file), numberOfKeys: fixed ? Number(fixed[1]) : undefined };
     loaded.set(name, entry);
   }
   return entry;
@@ -42,14 +47,14 @@ const registered = new WeakSet<Redis>();
 /** Runs one script atomically. `keys` must all share one hash slot. */
 export async function runScript<T = unknown>(redis: Redis, name: ScriptName, keys: string[], args: (string | number)[]): Promise<T> {
   const { lua, numberOfKeys } = script(name);
-  if (keys.length !== numberOfKeys) throw new Error(`${name} takes ${numberOfKeys} keys, got ${keys.length}`);
+  if (numberOfKeys !== undefined && keys.length !== numberOfKeys) throw new Error(`${name} takes ${numberOfKeys} keys, got ${keys.length}`);
   if (!registered.has(redis)) {
     for (const n of Object.keys(SCRIPT_FILES) as ScriptName[]) {
       const s = script(n);
-      redis.defineCommand(`crawlfleet_v${SCRIPT_VERSION}_${n}`, { lua: s.lua, numberOfKeys: s.numberOfKeys });
+      redis.defineCommand(`crawlfleet_v${SCRIPT_VERSION}_${n}`, s.numberOfKeys === undefined ? { lua: s.lua } : { lua: s.lua, numberOfKeys: s.numberOfKeys });
     }
     registered.add(redis);
   }
   const command = (redis as unknown as Record<string, (...a: (string | number)[]) => Promise<T>>)[`crawlfleet_v${SCRIPT_VERSION}_${name}`]!;
-  return command.call(redis, ...keys, ...args);
+  return numberOfKeys === undefined ? command.call(redis, keys.length, ...keys, ...args) : command.call(redis, ...keys, ...args);
 }

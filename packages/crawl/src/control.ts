@@ -21,19 +21,27 @@ export async function resumeCrawl(redis: Redis, keys: Keys, queues: Queues, craw
   if (state !== 'paused') return state;
   const k = keys.crawl(crawlId);
   await redis.hset(k.meta, 'state', 'running');
+  await promoteDelayed(redis, keys, queues, crawlId);
+  return (await checkDone(redis, keys, crawlId)) ? 'done' : 'running';
+}
+
+/** The crawl's parked jobs (retries, waits for a host or proxy, a pause) run now. */
+async function promoteDelayed(redis: Redis, keys: Keys, queues: Queues, crawlId: string): Promise<void> {
+  const k = keys.crawl(crawlId);
   for (const stage of STAGES) {
     for (const id of await redis.smembers(k.delayed[stage])) {
       const job = await queues[stage].getJob(id);
       if (job && (await job.isDelayed())) await job.promote().catch(() => undefined);
     }
   }
-  return (await checkDone(redis, keys, crawlId)) ? 'done' : 'running';
 }
 
-export async function cancelCrawl(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlState> {
+/** Workers drop a cancelled crawl's jobs as they take them; its parked jobs are taken at once. */
+export async function cancelCrawl(redis: Redis, keys: Keys, queues: Queues, crawlId: string): Promise<CrawlState> {
   const state = await requireState(redis, keys, crawlId);
   if (state === 'running' || state === 'paused') {
     await redis.hset(keys.crawl(crawlId).meta, 'state', 'cancelled', 'finishedAt', new Date().toISOString());
+    await promoteDelayed(redis, keys, queues, crawlId);
     return 'cancelled';
   }
   return state;

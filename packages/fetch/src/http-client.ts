@@ -1,6 +1,6 @@
 import got, { type Agents } from 'got';
 import { NonRetryableError, RetryableError, type Spider } from '@crawlfleet/core';
-import { assertUrlAddressAllowed, ForbiddenAddressError, guardedLookup } from './address-guard.js';
+import { assertUrlAddressAllowed, ForbiddenAddressError, guardedLookup, type Lookup } from './address-guard.js';
 
 export interface FetchResult {
   /** the URL after redirects */
@@ -16,6 +16,10 @@ export interface FetchOptions {
   userAgent: string;
   agent?: Agents;
   signal?: AbortSignal;
+  /** replaces the guarded DNS lookup (HOST_RESOLVE); it must guard private answers itself */
+  lookup?: Lookup;
+  /** a cap below the spider's, for robots.txt and probes */
+  maxResponseBytes?: number;
 }
 
 function findForbidden(err: unknown): ForbiddenAddressError | undefined {
@@ -31,7 +35,9 @@ function findForbidden(err: unknown): ForbiddenAddressError | undefined {
  * got's own retries are off: BullMQ attempts own retrying, so the two never stack.
  */
 export async function fetchPage(url: string, spider: Pick<Spider, 'limits' | 'allowPrivateAddresses'>, options: FetchOptions): Promise<FetchResult> {
-  const { limits, allowPrivateAddresses } = spider;
+  const { allowPrivateAddresses } = spider;
+  const limits = options.maxResponseBytes ? { ...spider.limits, maxResponseBytes: Math.min(options.maxResponseBytes, spider.limits.maxResponseBytes) } : spider.limits;
+  const lookup = options.lookup ?? (allowPrivateAddresses ? undefined : guardedLookup);
   assertUrlAddressAllowed(new URL(url), allowPrivateAddresses);
   const started = performance.now();
   let tooLarge = false;
@@ -45,7 +51,7 @@ export async function fetchPage(url: string, spider: Pick<Spider, 'limits' | 'al
     http2: false,
     cache: false,
     ...(options.agent ? { agent: options.agent } : {}),
-    ...(allowPrivateAddresses ? {} : { dnsLookup: guardedLookup as never }),
+    ...(lookup ? { dnsLookup: lookup as never } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
     timeout: {
       lookup: Math.min(10_000, limits.timeoutMs),

@@ -23,6 +23,8 @@ export interface StageHandlerInput<S extends Stage> {
   fingerprint: string;
   /** no retry follows this attempt: a handler gives up with its effects (GiveUpError) */
   isLastAttempt: boolean;
+  /** how many times this job has been parked before (DeferError, a paused crawl) */
+  deferrals: number;
 }
 
 export type StageHandler<S extends Stage> = (input: StageHandlerInput<S>) => Promise<StageResult>;
@@ -81,11 +83,19 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     if (!crawl) return;
     const fingerprint = fingerprintOfJob(id);
     const attempts = job.opts.attempts ?? options.defaultAttempts ?? 1;
+    // Every start of a job counts in attemptsStarted; only failures count in attemptsMade.
+    const deferrals = Math.max(0, (job.attemptsStarted ?? 1) - job.attemptsMade - 1);
     try {
-      const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts });
+      const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts, deferrals });
       await finishJob(redis, keys, data.crawlId, stage, id, result);
     } catch (err) {
       if (err instanceof DelayedError) throw err;
+      if (err instanceof DeferError) {
+        // Parked in BullMQ's delayed set: the slot is free at once, and no attempt is used up.
+        await delayJob(redis, keys, data.crawlId, stage, id);
+        await job.moveToDelayed(Date.now() + err.waitMs, token);
+        throw new DelayedError();
+      }
       const retryable = !(err instanceof NonRetryableError);
       if (retryable && job.attemptsMade + 1 < attempts) {
         await delayJob(redis, keys, data.crawlId, stage, id, 'retries');
@@ -137,6 +147,16 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
 export class GiveUpError extends NonRetryableError {
   constructor(code: string, message: string, readonly result: StageResult, context: Record<string, unknown> = {}) {
     super(code, message, context);
+  }
+}
+
+/**
+ * Thrown by a handler whose job must wait (its host or proxy is not free yet). The job is parked
+ * until then without holding a worker slot and without spending an attempt.
+ */
+export class DeferError extends Error {
+  constructor(readonly waitMs: number, readonly reason: string) {
+    super(`deferred ${waitMs} ms: ${reason}`);
   }
 }
 

@@ -58,6 +58,31 @@ export function isTransientMongoError(err: unknown): boolean {
   return /MongoNetwork|MongoServerSelection|MongoTopologyClosed|MongoNotConnected|PoolCleared|MongoWaitQueueTimeout/.test(e?.name ?? '') || e?.code === 91 || e?.code === 11600;
 }
 
+/**
+ * Server error codes that mean "this document is wrong": the write would fail again, so the item is
+ * refused and dead-lettered. Any other per-document error (a shutdown, a failover, an interrupted
+ * operation) fails the whole flush, which is held and retried: upserts by key make that safe.
+ */
+const DOCUMENT_FAULT_CODES = new Set([
+  2, // BadValue
+  9, // FailedToParse
+  14, // TypeMismatch
+  52, // DollarPrefixedFieldName
+  55, // InvalidDBRef
+  56, // EmptyFieldName
+  57, // DottedFieldName
+  66, // ImmutableField
+  121, // DocumentValidationFailure
+  10334, // BSONObjectTooLarge
+  17280, // KeyTooLong
+  17419, // document too large
+]);
+
+/** Pure: is this per-document write error the document's own fault? */
+export function isDocumentFault(code: number | undefined): boolean {
+  return code !== undefined && DOCUMENT_FAULT_CODES.has(code);
+}
+
 const connections = new Map<string, Promise<Connection>>();
 
 /** One pooled connection per URL, shared by every sink and the export in this process. */
@@ -178,7 +203,7 @@ export class MongoSink implements ItemSink {
           await model.collection.insertMany(docs as never[], { ordered: false });
         } catch (err) {
           const writeErrors = bulkWriteErrors(err);
-          if (!writeErrors) throw err;
+          if (!writeErrors || writeErrors.some((we) => we.code !== 11000 && !isDocumentFault(we.code))) throw err;
           for (const we of writeErrors) {
             // Another writer inserted it a moment ago: update it instead.
             if (we.code === 11000) changed.push(inserts[we.index]!);
@@ -202,7 +227,7 @@ export class MongoSink implements ItemSink {
           await model.collection.bulkWrite(ops, { ordered: false });
         } catch (err) {
           const writeErrors = bulkWriteErrors(err);
-          if (!writeErrors) throw err;
+          if (!writeErrors || writeErrors.some((we) => !isDocumentFault(we.code))) throw err;
           for (const we of writeErrors) refuse(changed[we.index]!, we.errmsg ?? `code ${we.code}`);
         }
       }

@@ -34,6 +34,7 @@ program
   .addOption(redisOption())
   .option('--concurrency <n>', 'fetches in flight', positiveInt('--concurrency'), 16)
   .option('--max-pages <n>', 'stop admitting URLs after N pages', positiveInt('--max-pages'))
+  .option('--proxies <file>', 'proxy URLs, one per line (default: PROXY_LIST)')
   .option('--json', 'print the final status object as the last line of stdout')
   .option('--quiet', 'no live progress')
   .action(run((spider: string, opts: Parameters<typeof crawlCommand>[1]) => crawlCommand(spider, opts)));
@@ -54,6 +55,7 @@ program
   .description('run one stage as a long-lived worker serving every crawl')
   .argument('<stage>', 'fetcher, parser or writer')
   .option('--concurrency <n>', 'jobs in flight', positiveInt('--concurrency'))
+  .option('--proxies <file>', 'fetcher: proxy URLs, one per line (default: PROXY_LIST)')
   .addOption(redisOption())
   .action(run((stage: string, opts: Parameters<typeof workerCommand>[1]) => workerCommand(stage, opts)));
 

@@ -1,26 +1,77 @@
-import { RetryableError, jobId, parseRetryAfter } from '@crawlfleet/core';
+import { RetryableError, errorMessage, jobId, type FetchJob } from '@crawlfleet/core';
 import { enqueueJobs } from '@crawlfleet/crawl';
-import { UserAgentRotation, classifyResponse, encodeBody, fetchPage, isHtml } from '@crawlfleet/fetch';
-import { GiveUpError, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { UserAgentRotation, encodeBody, fetchPage, isHtml, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
+import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, type ProxyEntry } from '@crawlfleet/politeness';
+import { DeferError, GiveUpError, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
 export interface FetcherOptions {
   concurrency: number;
+  /** the proxy pool (PROXY_LIST or --proxies); empty: direct requests */
+  proxies?: ProxyEntry[];
 }
 
-/** The fetch stage: download a page, hand its body to the parse stage compressed. */
+/** A probe of a banned proxy: any HTTP answer through it means it carries requests again. */
+const PROBE_SPIDER = { allowPrivateAddresses: true, limits: { maxResponseBytes: 64 * 1024, timeoutMs: 5000, maxRedirects: 0 } };
+
+/**
+ * The fetch stage: download a page politely (robots.txt, fleet-wide host and proxy limits, proxy
+ * health), classify the response, and hand an HTML body to the parse stage compressed. A job that
+ * must wait for its host or proxy is parked (DeferError), so it holds no slot while it waits.
+ */
 export function startFetcher(ctx: FleetContext, options: FetcherOptions): RunningStage {
   const userAgents = new UserAgentRotation(ctx.env.userAgents);
+  const overrides = parseHostResolve(ctx.env.hostResolve);
+  const pool = new ProxyPool(ctx.redis, ctx.keys, options.proxies ?? [], ctx.log);
+  const robots = new RobotsCache(ctx.redis, ctx.keys, ctx.env.robotsCacheSeconds);
+  const lookups = { allowed: makeLookup(overrides, true), guarded: makeLookup(overrides, false) };
+  const fetchers = {
+    allowed: new PoliteFetcher(ctx.redis, ctx.keys, pool, robots, ctx.log, lookups.allowed),
+    guarded: new PoliteFetcher(ctx.redis, ctx.keys, pool, robots, ctx.log, lookups.guarded),
+  };
+  const registered = pool.register();
+  registered.catch(() => undefined);
+  pool.startProbing({
+    intervalMs: 1000,
+    firstAfterMs: FIRST_PROBE_AFTER_MS,
+    probe: async (_entry, agents, url) => (await fetchPage(url, PROBE_SPIDER, { userAgent: userAgents.pick(), agent: agents })).status > 0,
+  });
+
   const worker = createStageWorker(ctx, {
     stage: 'fetch',
     concurrency: options.concurrency,
-    handler: async ({ data, crawl, fingerprint, isLastAttempt }) => {
+    handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals }) => {
+      await registered;
       const { spider } = crawl;
-      const page = await fetchPage(data.url, spider, { userAgent: userAgents.pick(spider.userAgents) });
+      const polite = spider.allowPrivateAddresses ? fetchers.allowed : fetchers.guarded;
+      const outcome = await polite.fetch({ url: data.url, spider, leaseId: job.id!, deferrals, avoidProxies: data.avoidProxies, userAgent: userAgents.pick(spider.userAgents) });
+      switch (outcome.kind) {
+        case 'wait':
+          throw new DeferError(outcome.waitMs, outcome.reason);
+        case 'disallowed':
+          return { counters: { skipped: 1 }, url: { fingerprint, state: 'R' } };
+        case 'robots-unavailable':
+          throw new RetryableError('ERR_ROBOTS_UNAVAILABLE', outcome.reason, { url: data.url });
+        case 'error': {
+          // A proxy that failed is not the URL's fault: go again through another, without spending an
+          // attempt, until every proxy has been tried once.
+          const avoid = data.avoidProxies ?? [];
+          if (outcome.proxyFault && outcome.proxy && avoid.length < pool.size) {
+            await job.updateData({ ...data, avoidProxies: [...avoid, outcome.proxy.id] } satisfies FetchJob);
+            throw new DeferError(50, `proxy ${outcome.proxy.label} failed: ${errorMessage(outcome.error)}`);
+          }
+          throw outcome.error;
+        }
+      }
+      const { page, verdict, proxy } = outcome;
       const fetched = { counters: { fetched: 1 }, url: { fingerprint, state: 'd' } };
-      const verdict = classifyResponse(page.status, spider);
+      if (verdict.kind === 'blocked') {
+        await ctx.redis.hincrby(ctx.keys.crawl(data.crawlId).counters, 'blocked', 1);
+        if (isLastAttempt) throw new GiveUpError('ERR_BLOCKED', verdict.reason, fetched, { url: data.url, status: page.status, proxy: proxy?.label });
+        if (proxy) await job.updateData({ ...data, avoidProxies: [...new Set([...(data.avoidProxies ?? []), proxy.id])] } satisfies FetchJob);
+        throw new RetryableError('ERR_BLOCKED', verdict.reason, { url: data.url, proxy: proxy?.label }, { retryAfterMs: outcome.retryAfterMs });
+      }
       if (verdict.kind === 'retry' && !isLastAttempt) {
-        const retryAfter = page.headers['retry-after'];
-        throw new RetryableError('ERR_HTTP_STATUS', verdict.reason, { url: data.url }, { retryAfterMs: parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter) });
+        throw new RetryableError('ERR_HTTP_STATUS', verdict.reason, { url: data.url }, { retryAfterMs: outcome.retryAfterMs });
       }
       if (verdict.kind !== 'ok') throw new GiveUpError('ERR_HTTP_STATUS', verdict.reason, fetched, { url: data.url, status: page.status });
       if (isHtml(page.contentType, page.body)) {
@@ -45,5 +96,8 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
     },
   });
   const stopWatching = watchBackpressure(worker, ctx.queues.parse, ctx.env.parseHighWater, ctx.log);
-  return runningStage('fetch', worker, stopWatching);
+  return runningStage('fetch', worker, () => {
+    stopWatching();
+    pool.stop();
+  });
 }

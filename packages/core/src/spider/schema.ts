@@ -120,6 +120,8 @@ export const spiderSchema = z.strictObject({
   retry: retrySchema.prefault({}),
   proxies: proxySettingsSchema.prefault({}),
   blockPatterns: z.array(z.string().min(1)).default(DEFAULT_BLOCK_PATTERNS),
+  /** a 2xx body shorter than this is a block (an extension of the contract; 1 = only an empty body) */
+  blockMinBytes: z.int().min(0).default(1),
   userAgents: z.array(z.string().min(1)).optional(),
   sitemapUrls: z.array(httpUrl).optional(),
   limits: limitsSchema.prefault({}),

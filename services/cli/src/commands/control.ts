@@ -14,7 +14,7 @@ export async function controlCommand(action: ControlAction, options: { crawlId: 
       case 'resume':
         return `crawl ${id} ${await resumeCrawl(redis, keys, queues, id)}`;
       case 'cancel':
-        return `crawl ${id} ${await cancelCrawl(redis, keys, id)}`;
+        return `crawl ${id} ${await cancelCrawl(redis, keys, queues, id)}`;
       case 'reset': {
         const { removedJobs } = await resetCrawl(redis, keys, queues, id);
         return `crawl ${id} reset: ${removedJobs} queued jobs removed, frontier and counters forgotten, stored items kept`;

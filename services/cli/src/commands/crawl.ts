@@ -2,6 +2,7 @@ import { defaultSinkSpec, loadSpiderFile, sinkSpecFor, type SinkSpec } from '@cr
 import { getStatus } from '@crawlfleet/crawl';
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
+import { loadProxyList } from '@crawlfleet/politeness';
 import { createFleetContext, onShutdownSignal, type RunningStage } from '@crawlfleet/runtime';
 import { seedCrawl } from '@crawlfleet/seeder';
 import { startWriter } from '@crawlfleet/writer';
@@ -17,6 +18,7 @@ export interface CrawlOptions {
   redis?: string;
   concurrency: number;
   maxPages?: number;
+  proxies?: string;
   json?: boolean;
   quiet?: boolean;
 }
@@ -37,6 +39,7 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
     return defaultSinkSpec(crawlId);
   };
   sinkFor('check');
+  const proxies = loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList });
   const ctx = await createFleetContext({ env, name: 'crawl' });
   const stages: RunningStage[] = [];
   const stopAll = async () => {
@@ -47,7 +50,7 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
   try {
     const { crawlId } = await seedCrawl(ctx, { spider, ...(options.crawlId ? { crawlId: options.crawlId } : {}), sink: sinkFor });
     stages.push(
-      startFetcher(ctx, { concurrency: options.concurrency }),
+      startFetcher(ctx, { concurrency: options.concurrency, proxies }),
       startParser(ctx, { concurrency: Math.max(2, Math.ceil(options.concurrency / 4)) }),
       startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }),
     );

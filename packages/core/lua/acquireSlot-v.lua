@@ -1,0 +1,101 @@
+--[[
+  May one request start now, to this host and through one of these proxies? Fleet-wide and atomic:
+  every fetcher on every machine asks here, and the clock is Redis's own (TIME), not the caller's.
+
+  KEYS[1]    host hash: last (last start, ms), q (end of the line of deferred requests), hold
+             (Retry-After: nothing starts before it), delay (AutoThrottle's delay), lat (latency EWMA)
+  KEYS[2]    host leases (sorted set: lease id -> expiry), one per request in flight
+  KEYS[3..]  proxy hashes, in the caller's order of preference (it has scored their health already):
+             tat (GCRA theoretical arrival time), q (end of the line), used (last start)
+  ARGV[1]  lease id (the job id)
+  ARGV[2]  lease lifetime (ms): a crashed fetcher's lease expires after it
+  ARGV[3]  concurrencyPerHost
+  ARGV[4]  the delay between two starts on this host (ms), before AutoThrottle and jitter
+  ARGV[5]  jitter factor for this request (1, or 0.5..1.5 with randomizeDelay)
+  ARGV[6]  AutoThrottle: '1' to use the host's adapted delay, bounded by ARGV[7]
+  ARGV[7]  AutoThrottle's maximum delay (ms)
+  ARGV[8]  deferrals: how many times this job has waited already (0 for a newcomer)
+  ARGV[9]  requests per second per proxy (0: no limit)
+  ARGV[10] burst per proxy
+
+  Returns {1, proxyIndex (0: direct), delayMs} to go: the lease and the proxy's request are taken.
+  Returns {0, waitMs, reason} to wait; nothing is taken. A newcomer that must wait joins the end of
+  the host's (or proxy's) line, so a crowd of deferred jobs comes back spread out instead of all at
+  once; a job that has waited before comes back at the earliest moment, backing off while the host
+  stays full.
+]]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local host, leases = KEYS[1], KEYS[2]
+local leaseMs = tonumber(ARGV[2])
+local concurrency = tonumber(ARGV[3])
+local baseDelay = tonumber(ARGV[4])
+local jitter = tonumber(ARGV[5])
+local deferrals = tonumber(ARGV[8])
+local rate = tonumber(ARGV[9])
+local burst = tonumber(ARGV[10])
+
+local h = redis.call('HMGET', host, 'last', 'q', 'hold', 'delay', 'lat')
+local last = tonumber(h[1])
+local hostQ = tonumber(h[2]) or 0
+local hold = tonumber(h[3]) or 0
+local delay = baseDelay
+if ARGV[6] == '1' then
+  delay = math.max(baseDelay, math.min(tonumber(h[4]) or baseDelay, tonumber(ARGV[7])))
+end
+local gap = delay * jitter
+local latency = tonumber(h[5]) or 0
+-- how far apart deferred requests are spread: the delay, or the time a slot takes to free up
+local spacing = math.max(gap, latency / concurrency, 1)
+
+local function defer(at, lineKey, lineQ, step, reason)
+  if deferrals == 0 then
+    if lineQ > at then at = lineQ end
+    redis.call('HSET', lineKey, 'q', at + step)
+  end
+  return {0, math.max(1, math.ceil(at - now)), reason}
+end
+
+redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+local earliest, reason = now, ''
+if hold > earliest then earliest, reason = hold, 'retry-after' end
+if last and last + gap > earliest then earliest, reason = last + gap, 'delay' end
+if redis.call('ZCARD', leases) >= concurrency then
+  -- When a slot frees is unknown: wait about one slot's time, longer each time the host is still full.
+  local backoff = math.min(math.max(spacing, 20) * math.pow(2, math.min(deferrals, 6)), 5000)
+  if now + backoff > earliest then earliest, reason = now + backoff, 'concurrency' end
+end
+if earliest > now then return defer(earliest, host, hostQ, spacing, reason) end
+
+local proxyIndex = 0
+local proxies = #KEYS - 2
+if proxies > 0 then
+  if rate <= 0 then
+    proxyIndex = 1
+  else
+    local interval = 1000 / rate
+    local tolerance = (burst - 1) * interval
+    local bestAt, best, bestQ
+    for i = 1, proxies do
+      local p = redis.call('HMGET', KEYS[2 + i], 'tat', 'q')
+      local tat = math.max(tonumber(p[1]) or now, now)
+      if tat - tolerance <= now then
+        proxyIndex = i
+        redis.call('HSET', KEYS[2 + i], 'tat', tat + interval)
+        break
+      end
+      local q = tonumber(p[2]) or 0
+      local at = tat - tolerance
+      if deferrals == 0 and q > at then at = q end
+      if not bestAt or at < bestAt then bestAt, best, bestQ = at, i, q end
+    end
+    if proxyIndex == 0 then return defer(bestAt, KEYS[2 + best], bestQ, interval, 'proxy-rate') end
+  end
+  redis.call('HSET', KEYS[2 + proxyIndex], 'used', now)
+end
+
+redis.call('HSET', host, 'last', now)
+redis.call('ZADD', leases, now + leaseMs, ARGV[1])
+redis.call('PEXPIRE', host, 86400000)
+redis.call('PEXPIRE', leases, leaseMs + 60000)
+return {1, proxyIndex, tostring(delay)}

@@ -1,0 +1,159 @@
+import type { Redis } from 'ioredis';
+import { parseRetryAfter, type Keys, type Logger, type Spider } from '@crawlfleet/core';
+import { classifyResponse, fetchPage, type FetchResult, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
+import { hostPolicy, jitterFactor, nextThrottleDelay } from './host-policy.js';
+import { Limiter, type ProxyOutcome } from './limiter.js';
+import { orderProxies } from './proxy-health.js';
+import type { ProxyEntry } from './proxy-list.js';
+import type { ProxyPool } from './proxy-pool.js';
+import { ROBOTS_MAX_BYTES, type RobotsCache, type RobotsFetch } from './robots.js';
+
+export interface PoliteFetchInput {
+  url: string;
+  spider: Spider;
+  /** names the host lease: the job id */
+  leaseId: string;
+  deferrals: number;
+  /** proxies this URL was blocked through already */
+  avoidProxies?: readonly string[];
+  userAgent: string;
+}
+
+export type PoliteFetchOutcome =
+  | { kind: 'wait'; waitMs: number; reason: string }
+  | { kind: 'disallowed' }
+  | { kind: 'robots-unavailable'; reason: string }
+  | { kind: 'response'; page: FetchResult; verdict: ResponseVerdict; proxy: ProxyEntry | undefined; retryAfterMs: number | undefined }
+  | { kind: 'error'; error: unknown; proxy: ProxyEntry | undefined; proxyFault: boolean };
+
+/** How long a job waits when every proxy is banned: about one probe round. */
+const NO_PROXY_WAIT_MS = 2000;
+/** When the first probe of a banned proxy comes. */
+export const FIRST_PROBE_AFTER_MS = 2000;
+
+/**
+ * Pure: did the proxy itself fail (refused, unreachable, timed out before the tunnel opened, refused
+ * our credentials)? Other errors (a tunnel the target reset, a slow page) say nothing against it.
+ */
+export function isProxyFault(err: unknown): boolean {
+  for (let e = err as { code?: string; message?: string; cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) {
+    if (e.code === 'ECONNREFUSED' || e.code === 'EHOSTUNREACH' || e.code === 'ENETUNREACH') return true;
+    if (/Proxy timeout|Bad response: 407/.test(e.message ?? '')) return true;
+  }
+  return false;
+}
+
+/**
+ * One fetch, the polite way: robots.txt first (fetched once per host for the fleet), then a
+ * fleet-wide slot for the host and a proxy's request (or how long to wait for one), then the
+ * request, and then what was learnt goes back to Redis: the host's latency and AutoThrottle delay,
+ * a Retry-After hold, the proxy's success, failure or block.
+ */
+export class PoliteFetcher {
+  private readonly limiter: Limiter;
+
+  constructor(
+    redis: Redis,
+    keys: Keys,
+    private readonly pool: ProxyPool,
+    private readonly robots: RobotsCache,
+    private readonly log: Logger,
+    private readonly lookup?: Lookup,
+  ) {
+    this.limiter = new Limiter(redis, keys);
+  }
+
+  async fetch(input: PoliteFetchInput): Promise<PoliteFetchOutcome> {
+    const { spider } = input;
+    const url = new URL(input.url);
+    let crawlDelayMs: number | undefined;
+    let robotsOrigin: string | undefined;
+    if (spider.obeyRobotsTxt) {
+      const found = await this.robots.lookup(url.origin);
+      if (found === 'missing') {
+        // Another fetcher is fetching it: come back in a moment rather than fetch it twice.
+        if (!(await this.robots.lock(url.origin))) return { kind: 'wait', waitMs: 200 + Math.floor(Math.random() * 200), reason: 'robots.txt' };
+        robotsOrigin = url.origin;
+      } else if ('unavailable' in found) {
+        return { kind: 'robots-unavailable', reason: `robots.txt of ${url.origin} is unavailable (${found.unavailable}); not crawling the host until it answers` };
+      } else {
+        if (!found.rules.isAllowed(input.url)) return { kind: 'disallowed' };
+        crawlDelayMs = found.rules.crawlDelayMs;
+      }
+    }
+    const target = robotsOrigin ? `${robotsOrigin}/robots.txt` : input.url;
+    const policy = hostPolicy(spider, url.hostname, crawlDelayMs);
+    const proxies = this.pool.size > 0 ? orderProxies(spider.proxies.strategy, await this.pool.health(), { now: Date.now(), avoid: input.avoidProxies }) : [];
+    if (this.pool.size > 0 && proxies.length === 0) {
+      if (robotsOrigin) await this.robots.unlock(robotsOrigin);
+      this.log.warn({ url: input.url }, 'every proxy is banned: waiting for a probe to bring one back');
+      return { kind: 'wait', waitMs: NO_PROXY_WAIT_MS, reason: 'no-proxy' };
+    }
+    const grant = await this.limiter.acquire({
+      host: url.hostname,
+      leaseId: input.leaseId,
+      leaseMs: spider.limits.timeoutMs + 10_000,
+      policy,
+      jitter: jitterFactor(policy.randomize),
+      deferrals: input.deferrals,
+      proxies,
+      ratePerProxy: spider.proxies.ratePerProxy,
+      burstPerProxy: spider.proxies.burstPerProxy,
+    });
+    if (!grant.go) {
+      if (robotsOrigin) await this.robots.unlock(robotsOrigin);
+      return { kind: 'wait', waitMs: grant.waitMs, reason: grant.reason };
+    }
+    const proxy = grant.proxy ? this.pool.entries.find((e) => e.id === grant.proxy!.id) : undefined;
+
+    let page: FetchResult | undefined;
+    let error: unknown;
+    try {
+      page = await fetchPage(target, spider, {
+        userAgent: input.userAgent,
+        ...(proxy ? { agent: this.pool.agents(proxy.id) } : {}),
+        ...(this.lookup ? { lookup: this.lookup } : {}),
+        ...(robotsOrigin ? { maxResponseBytes: ROBOTS_MAX_BYTES } : {}),
+      });
+    } catch (err) {
+      error = err;
+    }
+
+    const verdict = page ? classifyResponse(page, spider) : undefined;
+    const retryAfter = page?.headers['retry-after'];
+    const retryAfterMs = page && (page.status === 429 || page.status === 503) ? parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter) : undefined;
+    const proxyFault = error !== undefined && proxy !== undefined && isProxyFault(error);
+    const proxyOutcome: ProxyOutcome | undefined = !proxy ? undefined : page ? (verdict?.kind === 'blocked' && !robotsOrigin ? 'block' : 'ok') : proxyFault ? 'fail' : undefined;
+    const banned = await this.limiter.release({
+      host: url.hostname,
+      leaseId: input.leaseId,
+      ...(page ? { latencyMs: page.elapsedMs } : {}),
+      ...(retryAfterMs !== undefined ? { holdMs: retryAfterMs } : {}),
+      ...(policy.autoThrottle.enabled && !proxyFault
+        ? { hostDelayMs: nextThrottleDelay(grant.hostDelayMs, { latencyMs: page?.elapsedMs ?? spider.limits.timeoutMs, ...(page ? { status: page.status } : {}), failed: !page }, policy) }
+        : {}),
+      ...(proxy && proxyOutcome ? { proxy: { id: proxy.id, outcome: proxyOutcome } } : {}),
+      banAfterFailures: spider.proxies.banAfterFailures,
+      probeAfterMs: FIRST_PROBE_AFTER_MS,
+    });
+    if (proxyFault) await this.pool.noteFailure(proxy!.id, input.url);
+    if (banned) {
+      this.pool.invalidate();
+      this.log.warn({ proxy: proxy!.label, banAfterFailures: spider.proxies.banAfterFailures }, 'proxy banned after repeated failures; probing it in the background');
+    }
+
+    if (robotsOrigin) {
+      if (proxyFault) {
+        await this.robots.unlock(robotsOrigin);
+        return { kind: 'error', error, proxy, proxyFault };
+      }
+      const fetched: RobotsFetch = page ? { status: page.status, body: page.body.toString('utf8') } : { unavailable: (error as Error).message };
+      await this.robots.store(robotsOrigin, fetched);
+      this.log.debug({ origin: robotsOrigin, status: page?.status }, 'robots.txt fetched');
+      // The rules are known now; the page itself takes its own turn.
+      return this.fetch(input);
+    }
+    if (!page) return { kind: 'error', error, proxy, proxyFault };
+    return { kind: 'response', page, verdict: verdict!, proxy, retryAfterMs };
+  }
+}

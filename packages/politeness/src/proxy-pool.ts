@@ -1,0 +1,138 @@
+import { HttpProxyAgent, HttpsProxyAgent } from 'hpagent';
+import type { Agents } from 'got';
+import type { Redis } from 'ioredis';
+import type { Keys, Logger } from '@crawlfleet/core';
+import { healthFromHash, type ProxyHealth } from './proxy-health.js';
+import type { ProxyEntry } from './proxy-list.js';
+
+/** How long a fetcher reuses the pool's health before reading it again from Redis. */
+const HEALTH_CACHE_MS = 250;
+
+/** Every proxy the fleet has registered, with its health: for status and monitor (labels only). */
+export async function readProxyHealth(redis: Redis, keys: Keys): Promise<ProxyHealth[]> {
+  const k = keys.polite();
+  const labels = await redis.hgetall(k.proxies);
+  const ids = Object.keys(labels).sort((a, b) => labels[a]!.localeCompare(labels[b]!));
+  if (ids.length === 0) return [];
+  const pipeline = redis.pipeline();
+  for (const id of ids) pipeline.hgetall(k.proxy(id));
+  const hashes = (await pipeline.exec()) ?? [];
+  return ids.map((id, i) => healthFromHash(id, labels[id]!, (hashes[i]?.[1] as Record<string, string>) ?? {}));
+}
+
+export interface ProbeOptions {
+  /** how often a fetcher looks for banned proxies due a probe */
+  intervalMs: number;
+  /** the first probe of a banned proxy comes this long after the ban; later ones back off */
+  firstAfterMs: number;
+  /** does this proxy carry a request again? */
+  probe: (entry: ProxyEntry, agents: Agents, url: string) => Promise<boolean>;
+}
+
+/**
+ * The proxies one fetcher uses: hpagent agents per proxy (kept alive, with a connect timeout so a
+ * hung proxy cannot hang a request), the shared health read from Redis, and the background probe
+ * that returns a banned proxy to service when it recovers. Only one fetcher in the fleet probes a
+ * given proxy at a time.
+ */
+export class ProxyPool {
+  private readonly agentsById = new Map<string, Agents>();
+  private cached: { at: number; health: Promise<ProxyHealth[]> } | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+    readonly entries: ProxyEntry[],
+    private readonly log: Logger,
+    connectTimeoutMs = 10_000,
+  ) {
+    for (const entry of entries) {
+      const options = { proxy: entry.url, keepAlive: true, keepAliveMsecs: 1000, maxSockets: 256, maxFreeSockets: 64, timeout: connectTimeoutMs };
+      this.agentsById.set(entry.id, { http: new HttpProxyAgent(options), https: new HttpsProxyAgent(options) });
+    }
+  }
+
+  get size(): number {
+    return this.entries.length;
+  }
+
+  async register(): Promise<void> {
+    if (this.entries.length === 0) return;
+    await this.redis.hset(this.keys.polite().proxies, Object.fromEntries(this.entries.map((e) => [e.id, e.label])));
+  }
+
+  agents(id: string): Agents {
+    return this.agentsById.get(id)!;
+  }
+
+  /** The pool's health, at most HEALTH_CACHE_MS old: one pipelined read serves many requests. */
+  health(): Promise<ProxyHealth[]> {
+    const now = Date.now();
+    if (!this.cached || now - this.cached.at > HEALTH_CACHE_MS) {
+      const k = this.keys.polite();
+      const pipeline = this.redis.pipeline();
+      for (const e of this.entries) pipeline.hgetall(k.proxy(e.id));
+      const health = pipeline.exec().then((results) => this.entries.map((e, i) => healthFromHash(e.id, e.label, (results?.[i]?.[1] as Record<string, string>) ?? {})));
+      health.catch(() => (this.cached = undefined));
+      this.cached = { at: now, health };
+    }
+    return this.cached.health;
+  }
+
+  /** Forget the cached health, after an outcome changed it (a ban). */
+  invalidate(): void {
+    this.cached = undefined;
+  }
+
+  /** Where a probe of this proxy should go: the origin it last failed on. */
+  async noteFailure(id: string, url: string): Promise<void> {
+    await this.redis.hset(this.keys.polite().proxy(id), 'probeUrl', `${new URL(url).origin}/robots.txt`);
+  }
+
+  startProbing(options: ProbeOptions): void {
+    if (this.entries.length === 0) return;
+    const tick = async () => {
+      try {
+        await this.probeDue(options);
+      } catch (err) {
+        this.log.warn({ err: { message: (err as Error).message } }, 'proxy probe round failed');
+      }
+      this.timer = setTimeout(tick, options.intervalMs);
+      this.timer.unref();
+    };
+    this.timer = setTimeout(tick, options.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    for (const a of this.agentsById.values()) {
+      (a.http as HttpProxyAgent).destroy();
+      (a.https as HttpsProxyAgent).destroy();
+    }
+  }
+
+  private async probeDue(options: ProbeOptions): Promise<void> {
+    const k = this.keys.polite();
+    const now = Date.now();
+    for (const health of await this.health()) {
+      if (!health.banned || (health.probeAt ?? 0) > now) continue;
+      if ((await this.redis.set(k.probeLock(health.id), '1', 'PX', 30_000, 'NX')) !== 'OK') continue;
+      const entry = this.entries.find((e) => e.id === health.id)!;
+      const url = (await this.redis.hget(k.proxy(health.id), 'probeUrl')) ?? undefined;
+      const alive = url ? await options.probe(entry, this.agents(entry.id), url).catch(() => false) : false;
+      if (alive) {
+        await this.redis.hset(k.proxy(health.id), { banned: '0', consec: '0', probeAt: '', recoveredAt: String(Date.now()) });
+        this.log.info({ proxy: entry.label }, 'proxy recovered: back in rotation');
+      } else {
+        const bannedFor = now - Number((await this.redis.hget(k.proxy(health.id), 'bannedAt')) ?? now);
+        const next = Math.min(Math.max(options.firstAfterMs, bannedFor), 60_000);
+        await this.redis.hset(k.proxy(health.id), 'probeAt', String(Date.now() + next));
+        this.log.debug({ proxy: entry.label, retryInMs: next }, 'proxy still down');
+      }
+      await this.redis.del(k.probeLock(health.id));
+      this.invalidate();
+    }
+  }
+}
