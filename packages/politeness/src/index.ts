@@ -5,3 +5,4 @@ export * from './limiter.js';
 export * from './proxy-pool.js';
 export * from './robots.js';
 export * from './polite-fetch.js';
+export * from './proxy-view.js';

@@ -5,6 +5,7 @@ import { assertCrawlId } from '@crawlfleet/crawl';
 import { crawlCommand } from './commands/crawl.js';
 import { exportCommand } from './commands/export.js';
 import { CONTROL_ACTIONS, controlCommand } from './commands/control.js';
+import { monitorCommand } from './commands/monitor.js';
 import { seedCommand } from './commands/seed.js';
 import { statusCommand } from './commands/status.js';
 import { waitCommand } from './commands/wait.js';
@@ -47,6 +48,7 @@ program
   .addOption(crawlIdOption())
   .option('--sink <target>', '"mongo" (the writers\' MONGO_URL), or FILE.jsonl or FILE.csv (default ./data/<crawl-id>/items.jsonl)')
   .option('--urls-file <file>', 'a file of URLs, one per line')
+  .option('--sitemap <url...>', 'seed from a sitemap, a sitemap index (gzip or not), or a robots.txt listing sitemaps')
   .addOption(redisOption())
   .action(run((spider: string, urls: string[], opts: Parameters<typeof seedCommand>[2]) => seedCommand(spider, urls, opts)));
 
@@ -74,6 +76,15 @@ program
   .option('--json', 'one JSON document on stdout')
   .addOption(redisOption())
   .action(run((opts: Parameters<typeof statusCommand>[0]) => statusCommand(opts)));
+
+program
+  .command('monitor')
+  .description('live terminal dashboard: queue depths, rates, ETA, workers, proxies')
+  .addOption(crawlIdOption())
+  .option('--interval <seconds>', 'refresh every N seconds', positiveInt('--interval'), 1)
+  .option('--once', 'print one frame and exit')
+  .addOption(redisOption())
+  .action(run((opts: Parameters<typeof monitorCommand>[0]) => monitorCommand(opts)));
 
 program
   .command('export')

@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { ConfigError, type SinkSpec, type Spider } from '@crawlfleet/core';
 import { admitAndEnqueue, checkDone, newCrawlId, registerCrawl } from '@crawlfleet/crawl';
-import { canonicalizeUrl } from '@crawlfleet/frontier';
+import { UserAgentRotation, collectSitemapUrls, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
+import { allowedHosts, canonicalizeUrl, hostAllowed, type Candidate } from '@crawlfleet/frontier';
 import type { FleetContext } from '@crawlfleet/runtime';
 
 export interface SeedOptions {
@@ -12,7 +13,12 @@ export interface SeedOptions {
   urls?: string[];
   /** a file of URLs, one per line; `#` starts a comment */
   urlsFile?: string;
+  /** sitemaps (or robots.txt files listing them) to seed from, beyond the spider's sitemapUrls */
+  sitemaps?: string[];
 }
+
+/** Sitemap URLs are admitted in batches of this many: a 50,000-URL sitemap is not one Lua call. */
+const ADMIT_BATCH = 1000;
 
 export interface SeedResult {
   crawlId: string;
@@ -55,11 +61,36 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
     ...(options.urls ?? []).map((u) => canonicalSeed(u, 'URL argument')),
     ...(options.urlsFile ? await readUrlsFile(options.urlsFile) : []),
   ];
-  if (urls.length === 0) throw new ConfigError(`spider "${spider.name}" has no startUrls and no URLs were given`);
+  const sitemaps = [...(spider.sitemapUrls ?? []), ...(options.sitemaps ?? []).map((u) => canonicalSeed(u, '--sitemap'))];
+  if (urls.length === 0 && sitemaps.length === 0) throw new ConfigError(`spider "${spider.name}" has no startUrls and no URLs were given`);
+  // Read the sitemaps before registering: one that cannot be read fails the seed, leaving no crawl behind.
+  const fromSitemaps = sitemaps.length > 0 ? await sitemapCandidates(ctx, spider, sitemaps) : [];
   const crawlId = options.crawlId ?? newCrawlId(spider.name);
   const created = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId));
-  const admitted = await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })));
+  const candidates: Candidate[] = [...urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })), ...fromSitemaps];
+  let admitted = 0;
+  for (let i = 0; i < candidates.length; i += ADMIT_BATCH) {
+    admitted += await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates.slice(i, i + ADMIT_BATCH));
+  }
   await checkDone(ctx.redis, ctx.keys, crawlId);
-  ctx.log.info({ crawlId, created, admitted, seeds: urls.length }, created ? 'crawl registered' : 'crawl resumed');
+  ctx.log.info({ crawlId, created, admitted, seeds: urls.length, fromSitemaps: fromSitemaps.length }, created ? 'crawl registered' : 'crawl resumed');
   return { crawlId, created, admitted };
+}
+
+/** The page URLs of the sitemaps, as frontier candidates: a URL on a host outside the crawl's scope is skipped. */
+async function sitemapCandidates(ctx: FleetContext, spider: Spider, sitemaps: string[]): Promise<Candidate[]> {
+  const lookup = makeLookup(parseHostResolve(ctx.env.hostResolve), spider.allowPrivateAddresses);
+  const found = await collectSitemapUrls(sitemaps, {
+    spider,
+    userAgent: new UserAgentRotation(ctx.env.userAgents).pick(spider.userAgents),
+    log: ctx.log,
+    ...(lookup ? { lookup } : {}),
+  });
+  const allowed = allowedHosts(spider);
+  const candidates: Candidate[] = [];
+  for (const raw of found) {
+    const url = canonicalizeUrl(raw);
+    if (url) candidates.push({ url, depth: 0, verdict: hostAllowed(url, allowed) ? 'admit' : 'out-of-scope' });
+  }
+  return candidates;
 }

@@ -10,6 +10,7 @@ import { EXIT, ExitError } from '../exit-codes.js';
 import { envWith } from '../options.js';
 import { RateMeter, progressLine } from '../progress.js';
 import { waitForEnd } from '../wait-for-end.js';
+import { fullStatus } from '../full-status.js';
 
 export interface CrawlOptions {
   crawlId?: string;
@@ -67,7 +68,7 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
     });
     if (showProgress) process.stderr.write('\n');
     await Promise.all(stages.map((s) => s.close()));
-    const status = await getStatus(ctx.redis, ctx.keys, crawlId);
+    const status = await fullStatus(ctx, crawlId);
     if (options.json) process.stdout.write(`${JSON.stringify(status)}\n`);
     else if (!options.quiet && status) {
       const c = status.counters;

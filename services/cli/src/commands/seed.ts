@@ -7,6 +7,7 @@ export interface SeedCommandOptions {
   crawlId?: string;
   sink?: string;
   urlsFile?: string;
+  sitemap?: string[];
   redis?: string;
 }
 
@@ -16,7 +17,7 @@ export async function seedCommand(spiderFile: string, urls: string[], options: S
   const sinkFor = (crawlId: string) => (options.sink ? sinkSpecFor(options.sink) : defaultSinkSpec(crawlId));
   sinkFor('check');
   const result = await withContext(envWith(options), (ctx) =>
-    seedCrawl(ctx, { spider, sink: sinkFor, urls, ...(options.crawlId ? { crawlId: options.crawlId } : {}), ...(options.urlsFile ? { urlsFile: options.urlsFile } : {}) }),
+    seedCrawl(ctx, { spider, sink: sinkFor, urls, ...(options.crawlId ? { crawlId: options.crawlId } : {}), ...(options.urlsFile ? { urlsFile: options.urlsFile } : {}), ...(options.sitemap ? { sitemaps: options.sitemap } : {}) }),
   );
   process.stdout.write(`${result.crawlId}\n`);
   return 0;

@@ -1,10 +1,12 @@
 import { ConfigError } from '@crawlfleet/core';
 import { getStatus, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
+import { formatProxies } from '@crawlfleet/politeness';
+import { fullStatus, type FullStatus } from '../full-status.js';
 import { withContext } from '../context.js';
 import { envWith } from '../options.js';
 
 /** Pure: the status as a person reads it. */
-export function formatStatus(s: CrawlStatus): string {
+export function formatStatus(s: CrawlStatus | FullStatus): string {
   const c = s.counters;
   const q = (name: keyof CrawlStatus['queues']) => {
     const x = s.queues[name];
@@ -17,13 +19,15 @@ export function formatStatus(s: CrawlStatus): string {
     `  ${q('fetch')}`,
     `  ${q('parse')}`,
     `  ${q('write')}`,
+    ...('proxies' in s ? [formatProxies(s.proxies)] : []),
   ].join('\n');
 }
 
 export async function statusCommand(options: { crawlId?: string; json?: boolean; redis?: string }): Promise<number> {
+  // One crawl: the status object with the fleet's proxies; every crawl: the contract's array.
   const statuses = await withContext(envWith(options), async (ctx) => {
-    const ids = options.crawlId ? [options.crawlId] : await listCrawlIds(ctx.redis, ctx.keys);
-    const found = await Promise.all(ids.map((id) => getStatus(ctx.redis, ctx.keys, id)));
+    if (options.crawlId) return [await fullStatus(ctx, options.crawlId)].filter((s): s is FullStatus => s !== undefined);
+    const found = await Promise.all((await listCrawlIds(ctx.redis, ctx.keys)).map((id) => getStatus(ctx.redis, ctx.keys, id)));
     return found.filter((s): s is CrawlStatus => s !== undefined);
   });
   if (options.crawlId && statuses.length === 0) throw new ConfigError(`no crawl with id ${JSON.stringify(options.crawlId)}`);

@@ -1,0 +1,72 @@
+import { STAGES } from '@crawlfleet/core';
+import { listCrawlIds } from '@crawlfleet/crawl';
+import { createFleetContext, type FleetContext } from '@crawlfleet/runtime';
+import { formatProxies, proxyView, readProxyHealth } from '@crawlfleet/politeness';
+import { fullStatus, type FullStatus } from '../full-status.js';
+import { envWith } from '../options.js';
+import { RateMeter, progressLine } from '../progress.js';
+import { formatStatus } from './status.js';
+
+export interface MonitorOptions {
+  crawlId?: string;
+  interval: number;
+  once?: boolean;
+  redis?: string;
+}
+
+/** Pure: one monitor frame. */
+export function monitorFrame(input: { at: Date; statuses: { status: FullStatus; pagesPerSecond: number }[]; workers: Record<string, number>; proxies: FullStatus['proxies'] }): string {
+  const lines = [`crawlfleet monitor  ${input.at.toISOString()}  workers: ${Object.entries(input.workers).map(([s, n]) => `${s} ${n}`).join(', ')}`, ''];
+  if (input.statuses.length === 0) lines.push('no running crawls');
+  for (const { status, pagesPerSecond } of input.statuses) {
+    lines.push(formatStatus({ ...status, proxies: [] }).split('\n').slice(0, -1).join('\n'));
+    lines.push(`  ${progressLine(status, pagesPerSecond)}`, '');
+  }
+  lines.push(formatProxies(input.proxies));
+  return lines.join('\n');
+}
+
+async function frame(ctx: FleetContext, options: MonitorOptions, meters: Map<string, RateMeter>): Promise<string> {
+  const ids = options.crawlId ? [options.crawlId] : await listCrawlIds(ctx.redis, ctx.keys);
+  const all = (await Promise.all(ids.map((id) => fullStatus(ctx, id)))).filter((s): s is FullStatus => s !== undefined);
+  // Without --crawl-id: the crawls that run or wait; the finished ones are in `status`.
+  const shown = options.crawlId ? all : all.filter((s) => s.state === 'running' || s.state === 'paused');
+  const workers: Record<string, number> = {};
+  for (const stage of STAGES) workers[stage] = (await ctx.queues[stage].getWorkers().catch(() => [])).length;
+  const statuses = shown.map((status) => {
+    let meter = meters.get(status.crawlId);
+    if (!meter) meters.set(status.crawlId, (meter = new RateMeter()));
+    return { status, pagesPerSecond: meter.add(status.counters.fetched) };
+  });
+  return monitorFrame({ at: new Date(), statuses, workers, proxies: all[0]?.proxies ?? (await fleetProxies(ctx)) });
+}
+
+async function fleetProxies(ctx: FleetContext): Promise<FullStatus['proxies']> {
+  const now = Date.now();
+  return (await readProxyHealth(ctx.redis, ctx.keys)).map((p) => proxyView(p, now));
+}
+
+/** A live terminal dashboard: queue depths, rates, ETA, workers, proxies. Ctrl-C ends it (exit 0). */
+export async function monitorCommand(options: MonitorOptions): Promise<number> {
+  const ctx = await createFleetContext({ env: envWith(options), name: 'monitor' });
+  const meters = new Map<string, RateMeter>();
+  const tty = process.stdout.isTTY === true;
+  try {
+    if (options.once) {
+      process.stdout.write(`${await frame(ctx, options, meters)}\n`);
+      return 0;
+    }
+    let stopped = false;
+    const stop = () => (stopped = true);
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    while (!stopped) {
+      const text = await frame(ctx, options, meters);
+      process.stdout.write(tty ? `\x1b[H\x1b[2J${text}\n` : `${text}\n\n`);
+      await new Promise((r) => setTimeout(r, options.interval * 1000));
+    }
+    return 0;
+  } finally {
+    await ctx.close();
+  }
+}
