@@ -43,7 +43,10 @@ local delay = baseDelay
 if ARGV[6] == '1' then
   delay = math.max(baseDelay, math.min(tonumber(h[4]) or baseDelay, tonumber(ARGV[7])))
 end
+-- A little over the delay (15%, at most 40 ms): the site sees a request a moment after its grant, and
+-- that moment varies with the fetcher's load, so grants spaced by exactly the delay could arrive closer.
 local gap = delay * jitter
+if gap > 0 then gap = gap + math.min(40, gap * 0.15) end
 local latency = tonumber(h[5]) or 0
 -- how far apart deferred requests are spread: the delay, or the time a slot takes to free up
 local spacing = math.max(gap, latency / concurrency, 1)
@@ -62,7 +65,7 @@ if hold > earliest then earliest, reason = hold, 'retry-after' end
 if last and last + gap > earliest then earliest, reason = last + gap, 'delay' end
 if redis.call('ZCARD', leases) >= concurrency then
   -- When a slot frees is unknown: wait about one slot's time, longer each time the host is still full.
-  local backoff = math.min(math.max(spacing, 20) * math.pow(2, math.min(deferrals, 6)), 5000)
+  local backoff = math.min(math.max(spacing, 20) * math.pow(2, math.min(math.max(deferrals - 1, 0), 6)), 5000)
   if now + backoff > earliest then earliest, reason = now + backoff, 'concurrency' end
 end
 if earliest > now then return defer(earliest, host, hostQ, spacing, reason) end

@@ -1,0 +1,137 @@
+import { Redis } from 'ioredis';
+import { Keys } from '@crawlfleet/core';
+import { hostStats, politeSpider, startPoliteSite } from '../fixtures/polite-site.mjs';
+import { REDIS_URL, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { join } from 'node:path';
+
+const HOSTS = ['shop-1.test', 'shop-2.test', 'shop-3.test', 'shop-4.test', 'shop-5.test'];
+
+/** Seeds a crawl, waits for it to end, and returns its items and status. */
+async function crawlWithFleet(env: NodeJS.ProcessEnv, dir: string, crawlId: string, spider: object) {
+  const file = writeJson(dir, `${crawlId}.json`, spider);
+  const out = join(dir, `${crawlId}.jsonl`);
+  const seeded = await runCli(['seed', file, '--crawl-id', crawlId, '--sink', out], { env });
+  expect(seeded.code).toBe(0);
+  const waited = await runCli(['wait', '--crawl-id', crawlId, '--timeout', '150'], { env, timeoutMs: 160_000 });
+  expect(waited.code).toBe(0);
+  const status = JSON.parse((await runCli(['status', '--crawl-id', crawlId, '--json'], { env })).stdout);
+  return { items: readJsonl(out), status };
+}
+
+describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each', () => {
+  const prefix = uniquePrefix('polite');
+  const dir = tempDir('polite');
+  const env = testEnv(prefix, { HOST_RESOLVE: HOSTS.map((h) => `${h}:127.0.0.1`).join(',') });
+  const workers: ReturnType<typeof spawnCli>[] = [];
+
+  beforeAll(() => {
+    for (let i = 0; i < 3; i++) workers.push(spawnCli(['worker', 'fetcher', '--concurrency', '32'], { env }));
+    workers.push(spawnCli(['worker', 'parser'], { env }), spawnCli(['worker', 'writer'], { env }));
+  });
+  afterAll(async () => {
+    for (const w of workers) w.kill('SIGTERM');
+    const results = await Promise.all(workers.map((w) => w.result));
+    expect(results.map((r) => (r.code === 0 ? 0 : r.stderr.slice(-2000)))).toEqual(workers.map(() => 0));
+    await dropPrefix(prefix);
+  });
+
+  test('concurrencyPerHost 2 and delayPerHost 200 ms hold on every host of a 5-host site, which runs about 5 times as fast as one host', async () => {
+    // 300 ms pages: with a 200 ms delay, two requests overlap, and a third would if it were let in.
+    const site = await startPoliteSite({ pages: 15, delayMs: 300 });
+    try {
+      const politeness = { concurrencyPerHost: 2, delayPerHost: 200 };
+      const one = await crawlWithFleet(env, dir, 'one-host', politeSpider('one', [HOSTS[0]!], site.port, { politeness }));
+      expect(one.items).toHaveLength(15);
+      // Rates over the item pages only: the index page comes before the parse that finds them.
+      const pageRequests = () => site.requests.filter((r) => r.path.startsWith('/p/'));
+      const alone = hostStats(pageRequests(), HOSTS[0]!);
+      const oneHostRate = (alone.count - 1) / ((alone.last! - alone.first!) / 1000);
+      site.requests.length = 0;
+
+      const five = await crawlWithFleet(env, dir, 'five-hosts', politeSpider('five', HOSTS, site.port, { politeness }));
+      expect(five.items.map((i) => i.title).sort()).toEqual(HOSTS.flatMap((h) => Array.from({ length: 15 }, (_, i) => `${h} p ${i + 1}`)).sort());
+      expect(five.status.counters).toMatchObject({ fetched: 80, failed: 0 });
+      const stats = HOSTS.map((h) => hostStats(site.requests, h));
+      for (const s of stats) {
+        expect(s.count).toBe(16);
+        expect(s.maxConcurrent).toBeLessThanOrEqual(2);
+        expect(s.minGapMs).toBeGreaterThanOrEqual(200);
+      }
+      // The limit binds: the fleet had 96 slots, yet each host saw exactly its two at a time.
+      expect(Math.max(...stats.map((s) => s.maxConcurrent))).toBe(2);
+      const pages = pageRequests();
+      const first = Math.min(...pages.map((r) => r.at));
+      const last = Math.max(...pages.map((r) => r.at));
+      const fiveHostRate = (pages.length - 1) / ((last - first) / 1000);
+      const ratio = fiveHostRate / oneHostRate;
+      process.stderr.write(`politeness: one host ${oneHostRate.toFixed(2)} req/s, five hosts ${fiveHostRate.toFixed(2)} req/s, ratio ${ratio.toFixed(2)}; per-host min gap ${Math.min(...stats.map((s) => s.minGapMs))} ms\n`);
+      expect(ratio).toBeGreaterThan(3.5);
+      expect(ratio).toBeLessThan(8);
+    } finally {
+      await site.close();
+    }
+  });
+
+  test('a 429 with Retry-After: 3 holds its host for 3 s across every fetcher; another host goes on meanwhile', async () => {
+    let answered429At: number | undefined;
+    const site = await startPoliteSite({
+      pages: 30,
+      delayMs: 20,
+      behave: async (req, res, { host, path, headers }) => {
+        if (host === 'shop-1.test' && path === '/p/5.html' && answered429At === undefined) {
+          res.writeHead(429, { ...headers, 'retry-after': '3' });
+          res.end('<html><body>slow down</body></html>');
+          answered429At = Date.now();
+          return true;
+        }
+        return false;
+      },
+    });
+    try {
+      const spider = politeSpider('ra', [HOSTS[0]!, HOSTS[1]!], site.port, { politeness: { concurrencyPerHost: 4, delayPerHost: 50 } });
+      const { items, status } = await crawlWithFleet(env, dir, 'retry-after', spider);
+      expect(items).toHaveLength(60);
+      expect(status.counters).toMatchObject({ failed: 0, blocked: 1, retries: 1 });
+      const held = site.requests.filter((r) => r.host === HOSTS[0] && r.at > answered429At!);
+      expect(held.length).toBeGreaterThan(0);
+      // Requests already under way when the 429 came may finish; nothing new starts for 3 s.
+      expect(Math.min(...held.map((r) => r.at)) - answered429At!).toBeGreaterThanOrEqual(3000);
+      const other = site.requests.filter((r) => r.host === HOSTS[1] && r.at > answered429At! && r.at < answered429At! + 3000);
+      expect(other.length).toBeGreaterThan(0);
+    } finally {
+      await site.close();
+    }
+  });
+
+  test('robots.txt: fetched once for the fleet; disallowed paths never requested and counted skipped; Crawl-delay raises the delay', async () => {
+    const site = await startPoliteSite({
+      pages: 12,
+      privatePages: 4,
+      behave: async (_req, res, { path, headers }) => {
+        if (path !== '/robots.txt') return false;
+        res.writeHead(200, { ...headers, 'content-type': 'text/plain' });
+        res.end('User-agent: *\nDisallow: /private/\nCrawl-delay: 0.25\n');
+        return true;
+      },
+    });
+    try {
+      const spider = politeSpider('robots', [HOSTS[2]!], site.port, { obeyRobotsTxt: true, politeness: { concurrencyPerHost: 8, delayPerHost: 0 } });
+      const { items, status } = await crawlWithFleet(env, dir, 'robots', spider);
+      expect(items.map((i) => i.title).sort()).toEqual(Array.from({ length: 12 }, (_, i) => `${HOSTS[2]} p ${i + 1}`).sort());
+      expect(site.requests.filter((r) => r.path.startsWith('/private/'))).toEqual([]);
+      expect(site.requests.filter((r) => r.path === '/robots.txt')).toHaveLength(1);
+      expect(status.counters).toMatchObject({ skipped: 4, fetched: 13, failed: 0 });
+      expect(hostStats(site.requests, HOSTS[2]!).minGapMs).toBeGreaterThanOrEqual(250);
+      // With the rules cached in Redis, a second crawl of the host does not fetch robots.txt again.
+      site.requests.length = 0;
+      await crawlWithFleet(env, dir, 'robots-again', spider);
+      expect(site.requests.filter((r) => r.path === '/robots.txt')).toHaveLength(0);
+      expect(site.requests).toHaveLength(13);
+      const redis = new Redis(REDIS_URL);
+      expect(await redis.ttl(new Keys(prefix).polite().robots(`http://${HOSTS[2]}:${site.port}`))).toBeGreaterThan(3000);
+      redis.disconnect();
+    } finally {
+      await site.close();
+    }
+  });
+});

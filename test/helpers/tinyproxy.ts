@@ -1,0 +1,113 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { join } from 'node:path';
+import { tempDir } from './cli.js';
+
+/** A real forward proxy (Debian's tinyproxy) on a loopback port, with its log. */
+export interface Tinyproxy {
+  /** the proxy URL, with credentials when it has them */
+  url: string;
+  port: number;
+  logFile: string;
+  /** kills it (SIGKILL: a proxy that dies, not one that says goodbye) */
+  kill(): Promise<void>;
+  /** starts it again on the same port */
+  start(): Promise<void>;
+  /** every CONNECT it received, from its log: when and to where */
+  connects(): { at: number; target: string }[];
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function listening(port: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1', () => {
+        socket.end();
+        resolve(true);
+      }).on('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`tinyproxy did not listen on ${port}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** tinyproxy logs local time to the millisecond without a year: "CONNECT   Dec 02 20:17:50.055 [6108]: Request ...". */
+function logTime(month: string, day: string, time: string): number {
+  const [h, m, s] = time.split(':');
+  const d = new Date();
+  d.setMonth(MONTHS.indexOf(month), Number(day));
+  d.setHours(Number(h), Number(m), Math.floor(Number(s)), Math.round((Number(s) % 1) * 1000));
+  return d.getTime();
+}
+
+/**
+ * @param options.auth  BasicAuth user and password
+ * @param options.bind  the source address of its outgoing connections (127.0.0.x), so a test site
+ *                      can tell which proxy a request came through
+ */
+export async function startTinyproxy(options: { auth?: { user: string; password: string }; bind?: string } = {}): Promise<Tinyproxy> {
+  const dir = tempDir('tinyproxy');
+  const port = await freePort();
+  const logFile = join(dir, 'tinyproxy.log');
+  const config = join(dir, 'tinyproxy.conf');
+  writeFileSync(
+    config,
+    [
+      `Port ${port}`,
+      'Listen 127.0.0.1',
+      'Timeout 30',
+      `LogFile "${logFile}"`,
+      'LogLevel Connect',
+      'MaxClients 200',
+      'DisableViaHeader Yes',
+      ...(options.auth ? [`BasicAuth ${options.auth.user} ${options.auth.password}`] : []),
+      ...(options.bind ? [`Bind ${options.bind}`] : []),
+      '',
+    ].join('\n'),
+  );
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    child = spawn(process.env.TINYPROXY_BIN ?? 'tinyproxy', ['-d', '-c', config], { stdio: 'ignore' });
+    child.unref();
+    await listening(port, 10_000);
+  };
+  const kill = async () => {
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child!.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  };
+  await start();
+  process.once('exit', () => child?.kill('SIGKILL'));
+  const credentials = options.auth ? `${options.auth.user}:${options.auth.password}@` : '';
+  return {
+    url: `http://${credentials}127.0.0.1:${port}`,
+    port,
+    logFile,
+    kill,
+    start,
+    connects() {
+      const text = (() => {
+        try {
+          return readFileSync(logFile, 'utf8');
+        } catch {
+          return '';
+        }
+      })();
+      return [...text.matchAll(/^CONNECT\s+(\w{3}) (\d\d) (\d\d:\d\d:\d\d\.\d{3}) \[\d+\]: Request \(file descriptor \d+\): CONNECT (\S+) HTTP/gm)].map((m) => ({ at: logTime(m[1]!, m[2]!, m[3]!), target: m[4]! }));
+    },
+  };
+}
