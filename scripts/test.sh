@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: installs what is missing (Node modules, Redis), starts a
-# private Redis on a free loopback port, builds, type-checks and runs every jest project.
+# The whole test suite on a fresh machine: installs what is missing (Node modules, Redis, FerretDB,
+# tinyproxy for the proxy tests, openssl for their https site), starts a private Redis on a free
+# loopback port, builds, type-checks and runs every jest project.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
+ensure_debian_package tinyproxy tinyproxy-bin
+ensure_debian_package openssl openssl
 prepare_private_run "$root"
 npm run --silent typecheck
 node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand --forceExit "$@"

@@ -134,4 +134,33 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       await site.close();
     }
   });
+
+  test('one fetcher with 64 slots and one slow host: jobs waiting for the slow host hold no slot, and the other host is crawled meanwhile', async () => {
+    const [slow, fast] = [HOSTS[3]!, HOSTS[4]!];
+    const site = await startPoliteSite({
+      pages: 40,
+      behave: async (_req, _res, { host }) => {
+        if (host === slow) await new Promise((r) => setTimeout(r, 500));
+        return false;
+      },
+    });
+    // Its own prefix: the fleet above stays out of this crawl.
+    const alone = uniquePrefix('slow');
+    try {
+      const spider = writeJson(dir, 'slow.json', politeSpider('slow', [slow, fast], site.port, { hosts: { [slow]: { concurrencyPerHost: 2 } } }));
+      const run = await runCli(['crawl', spider, '--crawl-id', 'slow', '--concurrency', '64', '--out', join(dir, 'slow.jsonl'), '--quiet'], { env: testEnv(alone, { HOST_RESOLVE: env.HOST_RESOLVE! }) });
+      expect(run.code).toBe(0);
+      expect(readJsonl(join(dir, 'slow.jsonl'))).toHaveLength(80);
+      const slowStats = hostStats(site.requests, slow);
+      const fastStats = hostStats(site.requests, fast);
+      expect(slowStats.maxConcurrent).toBe(2);
+      // 41 slow requests, two at a time, take 10 s; the fast host is done before the slow one's 8th.
+      const slowStarts = site.requests.filter((r) => r.host === slow).map((r) => r.at).sort((a, b) => a - b);
+      expect(fastStats.last!).toBeLessThan(slowStarts[7]!);
+      expect(fastStats.count).toBe(41);
+    } finally {
+      await site.close();
+      await dropPrefix(alone);
+    }
+  });
 });
