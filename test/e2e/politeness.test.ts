@@ -135,6 +135,29 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
     }
   });
 
+  test('AutoThrottle: the host delay adapts to latency / targetConcurrency, learnt and applied by all three fetchers through Redis', async () => {
+    const host = HOSTS[2]!;
+    const site = await startPoliteSite({ pages: 30, delayMs: 200 });
+    try {
+      const spider = politeSpider('throttle', [host], site.port, { politeness: { concurrencyPerHost: 8, autoThrottle: { enabled: true, targetConcurrency: 1, maxDelay: 2000 } } });
+      const { items } = await crawlWithFleet(env, dir, 'throttle', spider);
+      expect(items).toHaveLength(30);
+      const redis = new Redis(REDIS_URL);
+      const learnt = Number(await redis.hget(new Keys(prefix).polite().host(host), 'delay'));
+      redis.disconnect();
+      // 200 ms pages at a target concurrency of 1: a delay of about 200 ms.
+      expect(learnt).toBeGreaterThanOrEqual(150);
+      expect(learnt).toBeLessThanOrEqual(400);
+      // Once learnt, the 96 slots of the fleet take this host about one request at a time.
+      const starts = site.requests.filter((r) => r.host === host).map((r) => r.at).sort((a, b) => a - b);
+      const gaps = starts.slice(-15).map((t, i, all) => (i === 0 ? Infinity : t - all[i - 1]!)).slice(1).sort((a, b) => a - b);
+      expect(gaps[Math.floor(gaps.length / 2)]).toBeGreaterThanOrEqual(150);
+      expect(hostStats(site.requests.filter((r) => r.at >= starts[starts.length - 15]!), host).maxConcurrent).toBeLessThanOrEqual(2);
+    } finally {
+      await site.close();
+    }
+  });
+
   test('one fetcher with 64 slots and one slow host: jobs waiting for the slow host hold no slot, and the other host is crawled meanwhile', async () => {
     const [slow, fast] = [HOSTS[3]!, HOSTS[4]!];
     const site = await startPoliteSite({
