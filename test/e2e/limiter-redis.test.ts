@@ -1,0 +1,100 @@
+import { Redis } from 'ioredis';
+import { Keys, validateSpider } from '@crawlfleet/core';
+import { Limiter, healthFromHash, hostPolicy, type AcquireInput } from '@crawlfleet/politeness';
+import { REDIS_URL, dropPrefix, uniquePrefix } from '../helpers/cli.js';
+
+// The limiter's Lua against a real Redis, from many clients at once, as many fetchers would call it.
+describe('the fleet-wide limiter (acquireSlot / releaseSlot in Redis)', () => {
+  const prefix = uniquePrefix('limiter');
+  const keys = new Keys(prefix);
+  const clients = Array.from({ length: 6 }, () => new Redis(REDIS_URL));
+  const limiters = clients.map((c) => new Limiter(c, keys));
+  afterAll(async () => {
+    clients.forEach((c) => c.disconnect());
+    await dropPrefix(prefix);
+  });
+  const spider = validateSpider({ name: 'l', politeness: { concurrencyPerHost: 3, delayPerHost: 0 } });
+  const input = (host: string, leaseId: string, extra: Partial<AcquireInput> = {}): AcquireInput => ({
+    host,
+    leaseId,
+    leaseMs: 10_000,
+    policy: hostPolicy(spider, host),
+    jitter: 1,
+    deferrals: 0,
+    proxies: [],
+    ratePerProxy: 0,
+    burstPerProxy: 1,
+    ...extra,
+  });
+
+  test('at most concurrencyPerHost leases at once, whatever the number of callers; a release frees one', async () => {
+    const grants = await Promise.all(Array.from({ length: 30 }, (_, i) => limiters[i % 6]!.acquire(input('conc.test', `job-${i}`))));
+    const granted = grants.map((g, i) => ({ g, i })).filter((x) => x.g.go);
+    expect(granted).toHaveLength(3);
+    // The 27 who must wait are told to come back spread out, not all at once.
+    const waits = grants.filter((g) => !g.go).map((g) => (g as { waitMs: number }).waitMs);
+    expect(new Set(waits).size).toBeGreaterThan(20);
+    expect(await limiters[0]!.acquire(input('conc.test', 'late'))).toMatchObject({ go: false, reason: 'concurrency' });
+    await limiters[1]!.release({ host: 'conc.test', leaseId: `job-${granted[0]!.i}`, latencyMs: 100, banAfterFailures: 3, probeAfterMs: 1000 });
+    expect(await limiters[2]!.acquire(input('conc.test', 'late'))).toMatchObject({ go: true });
+  });
+
+  test('delayPerHost: a second start comes no sooner than the delay (plus the margin), and the line behind it is spaced by the delay', async () => {
+    const delayed = validateSpider({ name: 'd', politeness: { concurrencyPerHost: 100, delayPerHost: 300 } });
+    const policy = hostPolicy(delayed, 'delay.test');
+    expect(await limiters[0]!.acquire(input('delay.test', 'a', { policy }))).toMatchObject({ go: true });
+    const b = await limiters[1]!.acquire(input('delay.test', 'b', { policy }));
+    const c = await limiters[2]!.acquire(input('delay.test', 'c', { policy }));
+    expect(b).toMatchObject({ go: false, reason: 'delay' });
+    const [wb, wc] = [(b as { waitMs: number }).waitMs, (c as { waitMs: number }).waitMs];
+    expect(wb).toBeGreaterThan(300);
+    expect(wb).toBeLessThanOrEqual(340);
+    expect(wc - wb).toBeGreaterThanOrEqual(330);
+    // Coming back early does not help; on time does.
+    expect((await limiters[1]!.acquire(input('delay.test', 'b', { policy, deferrals: 1 }))).go).toBe(false);
+    await new Promise((r) => setTimeout(r, wb + 5));
+    expect((await limiters[1]!.acquire(input('delay.test', 'b', { policy, deferrals: 1 }))).go).toBe(true);
+  });
+
+  test('Retry-After holds the host for every caller', async () => {
+    expect((await limiters[0]!.acquire(input('hold.test', 'a'))).go).toBe(true);
+    await limiters[0]!.release({ host: 'hold.test', leaseId: 'a', latencyMs: 5, holdMs: 1500, banAfterFailures: 3, probeAfterMs: 1000 });
+    const held = await limiters[3]!.acquire(input('hold.test', 'b'));
+    expect(held).toMatchObject({ go: false, reason: 'retry-after' });
+    expect((held as { waitMs: number }).waitMs).toBeGreaterThan(1400);
+  });
+
+  test('per-proxy GCRA: 5 per second with a burst of 2 grants 2 at once, then one per 200 ms; the next proxy in order takes over', async () => {
+    const a = healthFromHash('aaaaaaaaaaaa', 'a', {});
+    const b = healthFromHash('bbbbbbbbbbbb', 'b', {});
+    const wide = validateSpider({ name: 'p', politeness: { concurrencyPerHost: 100 } });
+    const ask = (i: number, proxies = [a]) => limiters[i % 6]!.acquire(input(`proxy-${i}.test`, `p-${i}`, { policy: hostPolicy(wide, 'x'), proxies, ratePerProxy: 5, burstPerProxy: 2 }));
+    const first = await Promise.all([0, 1, 2, 3].map((i) => ask(i)));
+    expect(first.map((g) => g.go)).toEqual([true, true, false, false]);
+    expect(first[2]).toMatchObject({ reason: 'proxy-rate' });
+    const w = (first[2] as { waitMs: number }).waitMs;
+    expect(w).toBeGreaterThan(100);
+    expect(w).toBeLessThanOrEqual(200);
+    const other = await ask(4, [a, b]);
+    expect(other).toMatchObject({ go: true, proxy: { id: 'bbbbbbbbbbbb' } });
+  });
+
+  test('a proxy is banned after banAfterFailures failures in a row; a success in between resets the count; a block never bans', async () => {
+    const id = 'cccccccccccc';
+    const proxy = healthFromHash(id, 'c', {});
+    const outcome = async (o: 'ok' | 'fail' | 'block', n: number) => {
+      const grant = await limiters[0]!.acquire(input('ban.test', `b-${n}`, { proxies: [proxy] }));
+      expect(grant.go).toBe(true);
+      return limiters[0]!.release({ host: 'ban.test', leaseId: `b-${n}`, proxy: { id, outcome: o }, banAfterFailures: 3, probeAfterMs: 1000 });
+    };
+    expect(await outcome('fail', 1)).toBe(false);
+    expect(await outcome('fail', 2)).toBe(false);
+    expect(await outcome('ok', 3)).toBe(false);
+    for (let i = 4; i < 10; i++) expect(await outcome('block', i)).toBe(false);
+    expect(await outcome('fail', 10)).toBe(false);
+    expect(await outcome('fail', 11)).toBe(false);
+    expect(await outcome('fail', 12)).toBe(true);
+    const health = healthFromHash(id, 'c', await clients[0]!.hgetall(keys.polite().proxy(id)));
+    expect(health).toMatchObject({ banned: true, ok: 1, fail: 11, blocks: 6, consecutive: 3, bans: 1 });
+  });
+});
