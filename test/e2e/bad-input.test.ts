@@ -46,6 +46,22 @@ describe('bad input gets a clear error and loses nothing', () => {
     expect(run.stderr).toContain(`${urls}:3: "not a url" is not an http(s) URL`);
   });
 
+  test('a bad proxy list exits 2 naming the file and line (or PROXY_LIST), without showing the password', async () => {
+    const spider = writeJson(dir, 'proxied.json', base);
+    const file = `${dir}/proxies.txt`;
+    (await import('node:fs')).writeFileSync(file, '# pool\nhttp://127.0.0.1:3128\n\nsocks5://bob:hunter2@127.0.0.1:1080\n');
+    for (const command of [['crawl', spider, '--proxies', file], ['worker', 'fetcher', '--proxies', file]]) {
+      const run = await runCli(command, { env });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain(`${file}:4: must be http:// or https://, got socks5:`);
+      expect(run.stderr).not.toContain('hunter2');
+    }
+    const fromEnv = await runCli(['crawl', spider], { env: { ...env, PROXY_LIST: 'http://127.0.0.1:3128,http//bob:hunter2@nowhere' } });
+    expect(fromEnv.code).toBe(2);
+    expect(fromEnv.stderr).toContain('PROXY_LIST: proxy 2: not a URL');
+    expect(fromEnv.stderr).not.toContain('hunter2');
+  });
+
   test('bad usage exits 2', async () => {
     expect((await runCli(['crawl'], { env })).code).toBe(2);
     expect((await runCli(['worker', 'cooker'], { env })).code).toBe(2);

@@ -66,8 +66,8 @@ describe('proxy list', () => {
     expect(parseProxyUrls(['http://127.0.0.1:1', 'http://127.0.0.1:1/'], 'x')).toHaveLength(1);
   });
   test('a bad entry is a configuration error naming the source and the entry, without its password', () => {
-    expect(() => parseProxyUrls(['http://127.0.0.1:1', 'socks5://bob:pw@127.0.0.1:2'], 'proxies.txt')).toThrow(/proxies\.txt: proxy 2 must be http:\/\/ or https:\/\/, got socks5:/);
-    expect(() => parseProxyUrls(['not a url'], 'PROXY_LIST')).toThrow(expect.objectContaining({ code: 'ERR_CONFIG', message: expect.stringMatching(/^PROXY_LIST: proxy 1 is not a URL/) }));
+    expect(() => parseProxyUrls(['http://127.0.0.1:1', 'socks5://bob:pw@127.0.0.1:2'], 'proxies.txt')).toThrow(/proxies\.txt: proxy 2: must be http:\/\/ or https:\/\/, got socks5:/);
+    expect(() => parseProxyUrls(['not a url'], 'PROXY_LIST')).toThrow(expect.objectContaining({ code: 'ERR_CONFIG', message: expect.stringMatching(/^PROXY_LIST: proxy 1: not a URL/) }));
   });
 });
 

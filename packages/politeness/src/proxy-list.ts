@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { ConfigError, readListValue, redactUrl } from '@crawlfleet/core';
 
 /** One proxy of the pool. `label` is the URL with its credentials redacted: the only form shown. */
@@ -14,23 +15,21 @@ export function proxyId(url: string): string {
 }
 
 /**
- * Pure: checks proxy URLs (`http://` or `https://`, with optional `user:password@`). `source` names
- * where they came from (PROXY_LIST or the --proxies file) for the error, which never shows a password.
+ * Pure: checks proxy URLs (`http://` or `https://`, with optional `user:password@`). `where(i)` names
+ * the i-th one for an error ("PROXY_LIST: proxy 2", "proxies.txt:3"), which never shows a password.
  */
-export function parseProxyUrls(urls: string[], source: string): ProxyEntry[] {
+export function parseProxyUrls(urls: string[], source: string, where: (index: number) => string = (i) => `${source}: proxy ${i + 1}`): ProxyEntry[] {
   const seen = new Set<string>();
   const entries: ProxyEntry[] = [];
   urls.forEach((raw, index) => {
+    const refuse = (problem: string) => new ConfigError(`${where(index)}: ${problem}`, { file: source, issues: [where(index)] });
     let url: URL;
     try {
       url = new URL(raw);
     } catch {
-      throw new ConfigError(`${source}: proxy ${index + 1} is not a URL: ${JSON.stringify(redactUrl(raw))}`, { file: source, issues: [`proxy ${index + 1}`] });
+      throw refuse(`not a URL: ${JSON.stringify(raw.replace(/\/\/[^@/]*@/, '//***:***@'))}`);
     }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      throw new ConfigError(`${source}: proxy ${index + 1} must be http:// or https://, got ${url.protocol}`, { file: source, issues: [`proxy ${index + 1}`] });
-    }
-    if (!url.port && !url.hostname) throw new ConfigError(`${source}: proxy ${index + 1} has no host`, { file: source, issues: [`proxy ${index + 1}`] });
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw refuse(`must be http:// or https://, got ${url.protocol}`);
     const normalised = url.href.replace(/\/$/, '');
     if (seen.has(normalised)) return;
     seen.add(normalised);
@@ -39,9 +38,22 @@ export function parseProxyUrls(urls: string[], source: string): ProxyEntry[] {
   return entries;
 }
 
+/** The proxies of a file, one per line (`#` comments), each named by its line for errors. */
+function readProxyFile(file: string): ProxyEntry[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${file}: cannot read the proxy list: ${(err as Error).message}`, { file, cause: err });
+  }
+  const lines = text.split('\n').map((l, i) => ({ url: l.trim(), line: i + 1 })).filter((l) => l.url && !l.url.startsWith('#'));
+  return parseProxyUrls(lines.map((l) => l.url), file, (i) => `${file}:${lines[i]!.line}`);
+}
+
 /** The pool from `--proxies FILE` when given, else PROXY_LIST (comma- or newline-separated, or `@file`). */
 export function loadProxyList(options: { file?: string; env?: string }): ProxyEntry[] {
-  if (options.file) return parseProxyUrls(readListValue(`@${options.file}`, '--proxies'), options.file);
-  if (options.env) return parseProxyUrls(readListValue(options.env, 'PROXY_LIST'), options.env.trim().startsWith('@') ? options.env.trim().slice(1) : 'PROXY_LIST');
+  if (options.file) return readProxyFile(options.file);
+  if (options.env?.trim().startsWith('@')) return readProxyFile(options.env.trim().slice(1));
+  if (options.env) return parseProxyUrls(readListValue(options.env, 'PROXY_LIST'), 'PROXY_LIST');
   return [];
 }
