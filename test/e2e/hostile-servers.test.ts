@@ -89,15 +89,16 @@ describe('hostile servers never crash a worker; each URL ends with the right rea
     }
   });
 
-  test('without allowPrivateAddresses, loopback is refused before any request (SSRF guard)', async () => {
+  test.each([false, true])('without allowPrivateAddresses, loopback is refused before any request, robots.txt included (SSRF guard; obeyRobotsTxt %s)', async (obeyRobotsTxt) => {
     const { site } = await hostileSite();
     const redis = new Redis(REDIS_URL);
+    const crawlId = `ssrf-${obeyRobotsTxt}`;
     try {
-      const spider = writeJson(dir, 'ssrf.json', { name: 'ssrf', startUrls: [`${site.url}/index.html`, 'http://localhost:9/x', 'http://[::1]:9/y'], obeyRobotsTxt: false });
-      const run = await runCli(['crawl', spider, '--crawl-id', 'ssrf', '--out', `${dir}/ssrf.jsonl`, '--json', '--quiet'], { env });
+      const spider = writeJson(dir, 'ssrf.json', { name: 'ssrf', startUrls: [`${site.url}/index.html`, 'http://localhost:9/x', 'http://[::1]:9/y'], obeyRobotsTxt });
+      const run = await runCli(['crawl', spider, '--crawl-id', crawlId, '--out', `${dir}/${crawlId}.jsonl`, '--json', '--quiet'], { env });
       expect(run.code).toBe(0);
       expect(site.requests).toHaveLength(0);
-      const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl('ssrf').dead)).map((j) => JSON.parse(j));
+      const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl(crawlId).dead)).map((j) => JSON.parse(j));
       expect(dead.map((d) => d.code)).toEqual(['ERR_FORBIDDEN_ADDRESS', 'ERR_FORBIDDEN_ADDRESS', 'ERR_FORBIDDEN_ADDRESS']);
       expect(dead.map((d) => d.attempts)).toEqual([1, 1, 1]);
     } finally {

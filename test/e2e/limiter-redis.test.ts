@@ -33,7 +33,8 @@ describe('the fleet-wide limiter (acquireSlot / releaseSlot in Redis)', () => {
     expect(granted).toHaveLength(3);
     // The 27 who must wait are told to come back spread out, not all at once.
     const waits = grants.filter((g) => !g.go).map((g) => (g as { waitMs: number }).waitMs);
-    expect(new Set(waits).size).toBeGreaterThan(20);
+    // (27 places in the line, at least 5 ms apart)
+    expect(Math.max(...waits) - Math.min(...waits)).toBeGreaterThanOrEqual(100);
     expect(await limiters[0]!.acquire(input('conc.test', 'late'))).toMatchObject({ go: false, reason: 'concurrency' });
     await limiters[1]!.release({ host: 'conc.test', leaseId: `job-${granted[0]!.i}`, latencyMs: 100, banAfterFailures: 3, probeAfterMs: 1000 });
     expect(await limiters[2]!.acquire(input('conc.test', 'late'))).toMatchObject({ go: true });

@@ -49,7 +49,8 @@ local gap = delay * jitter
 if gap > 0 then gap = gap + math.min(40, gap * 0.15) end
 local latency = tonumber(h[5]) or 0
 -- how far apart deferred requests are spread: the delay, or the time a slot takes to free up
-local spacing = math.max(gap, latency / concurrency, 1)
+-- (at least 5 ms, so a crowd for a host of unknown latency does not come back at one instant)
+local spacing = math.max(gap, latency / concurrency, 5)
 
 local function defer(at, lineKey, lineQ, step, reason)
   if deferrals == 0 then

@@ -6,7 +6,7 @@ import { Limiter, type ProxyOutcome } from './limiter.js';
 import { orderProxies } from './proxy-health.js';
 import type { ProxyEntry } from './proxy-list.js';
 import type { ProxyPool } from './proxy-pool.js';
-import { ROBOTS_MAX_BYTES, type RobotsCache, type RobotsFetch } from './robots.js';
+import { ROBOTS_FETCH_MAX_BYTES, type RobotsCache, type RobotsFetch } from './robots.js';
 
 export interface PoliteFetchInput {
   url: string;
@@ -113,7 +113,7 @@ export class PoliteFetcher {
         userAgent: input.userAgent,
         ...(proxy ? { agent: this.pool.agents(proxy.id) } : {}),
         ...(this.lookup ? { lookup: this.lookup } : {}),
-        ...(robotsOrigin ? { maxResponseBytes: ROBOTS_MAX_BYTES } : {}),
+        ...(robotsOrigin ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES } : {}),
       });
     } catch (err) {
       error = err;
@@ -143,7 +143,9 @@ export class PoliteFetcher {
     }
 
     if (robotsOrigin) {
-      if (proxyFault) {
+      // A proxy that failed says nothing of the site; an address the SSRF guard refuses is the URL's
+      // own fault: neither is the site's robots.txt being unavailable.
+      if (proxyFault || (error as { code?: string } | undefined)?.code === 'ERR_FORBIDDEN_ADDRESS') {
         await this.robots.unlock(robotsOrigin);
         return { kind: 'error', error, proxy, proxyFault };
       }

@@ -14,6 +14,8 @@ const robotsParser = createRequire(import.meta.url)('robots-parser') as (url: st
 export const ROBOTS_AGENT = 'crawlfleet';
 /** Google reads the first 500 KiB of a robots.txt; so do we. */
 export const ROBOTS_MAX_BYTES = 500 * 1024;
+/** A robots.txt larger than this is not fetched at all (a hostile server): the host's rules stay unknown. */
+export const ROBOTS_FETCH_MAX_BYTES = 5 * 1024 * 1024;
 
 export interface RobotsRules {
   isAllowed(url: string): boolean;
