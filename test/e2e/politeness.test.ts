@@ -51,6 +51,7 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       const five = await crawlWithFleet(env, dir, 'five-hosts', politeSpider('five', HOSTS, site.port, { politeness }));
       expect(five.items.map((i) => i.title).sort()).toEqual(HOSTS.flatMap((h) => Array.from({ length: 15 }, (_, i) => `${h} p ${i + 1}`)).sort());
       expect(five.status.counters).toMatchObject({ fetched: 80, failed: 0 });
+      process.stderr.write(`politeness: ${five.status.counters.deferred} deferrals for 80 pages\n`);
       const stats = HOSTS.map((h) => hostStats(site.requests, h));
       for (const s of stats) {
         expect(s.count).toBe(16);
@@ -171,8 +172,14 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
     const alone = uniquePrefix('slow');
     try {
       const spider = writeJson(dir, 'slow.json', politeSpider('slow', [slow, fast], site.port, { hosts: { [slow]: { concurrencyPerHost: 2 } } }));
-      const run = await runCli(['crawl', spider, '--crawl-id', 'slow', '--concurrency', '64', '--out', join(dir, 'slow.jsonl'), '--quiet'], { env: testEnv(alone, { HOST_RESOLVE: env.HOST_RESOLVE! }) });
+      const run = await runCli(['crawl', spider, '--crawl-id', 'slow', '--concurrency', '64', '--out', join(dir, 'slow.jsonl'), '--quiet', '--json'], { env: testEnv(alone, { HOST_RESOLVE: env.HOST_RESOLVE! }) });
       expect(run.code).toBe(0);
+      // Waiting does not spin: the 40 slow pages waited about 10 s in all, yet were parked only a
+      // few times each (a job comes back when its turn is due, not to poll).
+      const { deferred } = JSON.parse(run.stdout.trim().split('\n').pop()!).counters;
+      process.stderr.write(`slow host: ${deferred} deferrals for 40 waiting pages\n`);
+      expect(deferred).toBeGreaterThan(0);
+      expect(deferred).toBeLessThanOrEqual(40 * 4);
       expect(readJsonl(join(dir, 'slow.jsonl'))).toHaveLength(80);
       const slowStats = hostStats(site.requests, slow);
       const fastStats = hostStats(site.requests, fast);

@@ -51,7 +51,7 @@ export async function finishJob(redis: Redis, keys: Keys, crawlId: string, stage
 }
 
 /** The job leaves the active set for the delayed one (a retry, or a paused crawl). */
-export async function delayJob(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string, counter: 'retries' | '' = ''): Promise<boolean> {
+export async function delayJob(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string, counter: 'retries' | 'deferred' | '' = ''): Promise<boolean> {
   const k = keys.crawl(crawlId);
   return (await runScript<number>(redis, 'delayJob', [k.pending[stage], k.active[stage], k.delayed[stage], k.counters], [id, counter])) === 1;
 }

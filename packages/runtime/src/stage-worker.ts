@@ -92,7 +92,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       if (err instanceof DelayedError) throw err;
       if (err instanceof DeferError) {
         // Parked in BullMQ's delayed set: the slot is free at once, and no attempt is used up.
-        await delayJob(redis, keys, data.crawlId, stage, id);
+        await delayJob(redis, keys, data.crawlId, stage, id, 'deferred');
         await job.moveToDelayed(Date.now() + err.waitMs, token);
         throw new DelayedError();
       }
