@@ -1,8 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, connect } from 'node:net';
+import { appendFileSync, closeSync, openSync } from 'node:fs';
+import { MongoClient } from 'mongodb';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { tempDir } from './cli.js';
+import { freePort, waitForPort } from './ports.js';
 
 export interface MongoServer {
   /** a fresh database on the server, for one test file */
@@ -14,28 +16,20 @@ export interface MongoServer {
   controllable: boolean;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+async function answersPing(url: string, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1', () => {
-        socket.end();
-        resolve(true);
-      }).on('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`FerretDB did not listen on ${port}`);
-    await new Promise((r) => setTimeout(r, 100));
+  while (Date.now() < deadline) {
+    const client = new MongoClient(url, { serverSelectionTimeoutMS: 2000, connectTimeoutMS: 2000 });
+    try {
+      await client.db('admin').command({ ping: 1 });
+      return true;
+    } catch {
+      await new Promise((r) => setTimeout(r, 250));
+    } finally {
+      await client.close().catch(() => undefined);
+    }
   }
+  return false;
 }
 
 /** MONGO_URL when it is set (for example a real MongoDB); otherwise a FerretDB of our own on loopback. */
@@ -49,9 +43,26 @@ export async function startMongo(dbName: string): Promise<MongoServer> {
   const dir = tempDir('ferretdb');
   const port = await freePort();
   let child: ChildProcess | undefined;
+  const spawnServer = async () => {
+    const log = openSync(join(dir, 'ferretdb.log'), 'a');
+    child = spawn(bin, ['--handler=sqlite', `--sqlite-url=file:${dir}/`, `--listen-addr=127.0.0.1:${port}`, '--telemetry=disable', '--debug-addr=-', '--log-level=warn'], { stdio: ['ignore', log, log] });
+    closeSync(log);
+    await waitForPort(port, 20_000, 'FerretDB');
+  };
+  // Started is not the same as serving: the outage test once saw a restarted FerretDB close every
+  // connection for two minutes. A server that cannot answer a ping within 15 s is killed and
+  // started again (its log, ferretdb.log in the data directory, says so), so an outage ends when
+  // the test says.
   const start = async () => {
-    child = spawn(bin, ['--handler=sqlite', `--sqlite-url=file:${dir}/`, `--listen-addr=127.0.0.1:${port}`, '--telemetry=disable', '--debug-addr=-', '--log-level=error'], { stdio: 'ignore' });
-    await waitForPort(port, 20_000);
+    for (let attempt = 1; ; attempt++) {
+      await spawnServer();
+      if (await answersPing(`mongodb://127.0.0.1:${port}/`, 15_000)) return;
+      appendFileSync(join(dir, 'ferretdb.log'), `--- no answer to ping; restarting it (attempt ${attempt}) ---\n`);
+      const exited = new Promise((r) => child!.once('exit', r));
+      child!.kill('SIGKILL');
+      await exited;
+      if (attempt === 3) throw new Error(`FerretDB on port ${port} does not answer; see ${join(dir, 'ferretdb.log')}`);
+    }
   };
   const stop = async () => {
     if (!child || child.exitCode !== null) return;
@@ -61,6 +72,7 @@ export async function startMongo(dbName: string): Promise<MongoServer> {
     const escalate = setTimeout(() => child!.kill('SIGKILL'), 5000);
     await exited;
     clearTimeout(escalate);
+    appendFileSync(join(dir, 'ferretdb.log'), `--- stopped by the test (${child.signalCode ?? child.exitCode}) ---\n`);
   };
   await start();
   return { url: `mongodb://127.0.0.1:${port}/${dbName}`, stop, start, controllable: true };

@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { tempDir } from './cli.js';
+import { freePort, waitForPort } from './ports.js';
 
 /** A real forward proxy (Debian's tinyproxy) on a loopback port, with its log. */
 export interface Tinyproxy {
@@ -16,30 +16,6 @@ export interface Tinyproxy {
   start(): Promise<void>;
   /** every CONNECT it received, from its log: when and to where */
   connects(): { at: number; target: string }[];
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function listening(port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1', () => {
-        socket.end();
-        resolve(true);
-      }).on('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`tinyproxy did not listen on ${port}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
@@ -82,7 +58,7 @@ export async function startTinyproxy(options: { auth?: { user: string; password:
   const start = async () => {
     child = spawn(process.env.TINYPROXY_BIN ?? 'tinyproxy', ['-d', '-c', config], { stdio: 'ignore' });
     child.unref();
-    await listening(port, 10_000);
+    await waitForPort(port, 10_000, 'tinyproxy');
   };
   const kill = async () => {
     if (!child || child.exitCode !== null || child.signalCode !== null) return;

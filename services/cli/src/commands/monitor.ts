@@ -1,8 +1,8 @@
 import { STAGES } from '@crawlfleet/core';
-import { listCrawlIds } from '@crawlfleet/crawl';
+import { getStatus, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
 import { createFleetContext, type FleetContext } from '@crawlfleet/runtime';
-import { formatProxies, proxyView, readProxyHealth } from '@crawlfleet/politeness';
-import { fullStatus, type FullStatus } from '../full-status.js';
+import { formatProxies, type ProxyView } from '@crawlfleet/politeness';
+import { fleetProxies } from '../full-status.js';
 import { envWith } from '../options.js';
 import { RateMeter, progressLine } from '../progress.js';
 import { formatStatus } from './status.js';
@@ -15,11 +15,11 @@ export interface MonitorOptions {
 }
 
 /** Pure: one monitor frame. */
-export function monitorFrame(input: { at: Date; statuses: { status: FullStatus; pagesPerSecond: number }[]; workers: Record<string, number>; proxies: FullStatus['proxies'] }): string {
+export function monitorFrame(input: { at: Date; statuses: { status: CrawlStatus; pagesPerSecond: number }[]; workers: Record<string, number>; proxies: ProxyView[] }): string {
   const lines = [`crawlfleet monitor  ${input.at.toISOString()}  workers: ${Object.entries(input.workers).map(([s, n]) => `${s} ${n}`).join(', ')}`, ''];
   if (input.statuses.length === 0) lines.push('no running crawls');
   for (const { status, pagesPerSecond } of input.statuses) {
-    lines.push(formatStatus({ ...status, proxies: [] }).split('\n').slice(0, -1).join('\n'));
+    lines.push(formatStatus(status));
     lines.push(`  ${progressLine(status, pagesPerSecond)}`, '');
   }
   lines.push(formatProxies(input.proxies));
@@ -28,7 +28,7 @@ export function monitorFrame(input: { at: Date; statuses: { status: FullStatus; 
 
 async function frame(ctx: FleetContext, options: MonitorOptions, meters: Map<string, RateMeter>): Promise<string> {
   const ids = options.crawlId ? [options.crawlId] : await listCrawlIds(ctx.redis, ctx.keys);
-  const all = (await Promise.all(ids.map((id) => fullStatus(ctx, id)))).filter((s): s is FullStatus => s !== undefined);
+  const all = (await Promise.all(ids.map((id) => getStatus(ctx.redis, ctx.keys, id)))).filter((s): s is CrawlStatus => s !== undefined);
   // Without --crawl-id: the crawls that run or wait; the finished ones are in `status`.
   const shown = options.crawlId ? all : all.filter((s) => s.state === 'running' || s.state === 'paused');
   const workers: Record<string, number> = {};
@@ -38,12 +38,8 @@ async function frame(ctx: FleetContext, options: MonitorOptions, meters: Map<str
     if (!meter) meters.set(status.crawlId, (meter = new RateMeter()));
     return { status, pagesPerSecond: meter.add(status.counters.fetched) };
   });
-  return monitorFrame({ at: new Date(), statuses, workers, proxies: all[0]?.proxies ?? (await fleetProxies(ctx)) });
-}
-
-async function fleetProxies(ctx: FleetContext): Promise<FullStatus['proxies']> {
-  const now = Date.now();
-  return (await readProxyHealth(ctx.redis, ctx.keys)).map((p) => proxyView(p, now));
+  // The proxies belong to the fleet: read once a frame, whatever the number of crawls shown.
+  return monitorFrame({ at: new Date(), statuses, workers, proxies: await fleetProxies(ctx) });
 }
 
 /** A live terminal dashboard: queue depths, rates, ETA, workers, proxies. Ctrl-C ends it (exit 0). */
