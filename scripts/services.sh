@@ -10,6 +10,14 @@ ensure_debian_package() { # command package
   $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$2" >/dev/null
 }
 
+# Debian's Python modules (for /usr/bin/python3), for example the real-pages test's reference decoder.
+ensure_debian_python_module() { # module package
+  /usr/bin/python3 -c "import $1" >/dev/null 2>&1 && return 0
+  echo "installing $2 ..." >&2
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$2" >/dev/null
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }

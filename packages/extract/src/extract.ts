@@ -82,7 +82,7 @@ function extractFields($: Doc, scope: cheerio.Cheerio<AnyNode>, rule: CompiledIt
  * Pure: applies a spider's item and follow rules to one page. No I/O, so it is tested directly and
  * timed in the benchmarks.
  */
-export function extractPage(html: string | Buffer, pageUrl: string, spider: Spider, meta: PageMeta): Extraction {
+export function extractPage(html: string, pageUrl: string, spider: Spider, meta: PageMeta): Extraction {
   const rules = compileRules(spider);
   const $ = cheerio.load(html);
   const base = baseUrlOf($, pageUrl);

@@ -1,7 +1,7 @@
 import { jobId } from '@crawlfleet/core';
 import { admitAndEnqueue, enqueueJobs } from '@crawlfleet/crawl';
 import { extractPage } from '@crawlfleet/extract';
-import { decodeBody } from '@crawlfleet/fetch';
+import { decodeBody, decodeHtml } from '@crawlfleet/fetch';
 import { allowedHosts, scopeVerdict } from '@crawlfleet/frontier';
 import { createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
@@ -9,7 +9,10 @@ export interface ParserOptions {
   concurrency: number;
 }
 
-/** The parse stage: apply the spider's rules, send items to the writers and new links to the frontier. */
+/**
+ * The parse stage: decode the page as a browser would, apply the spider's rules, send items to the
+ * writers and then new links to the frontier, so a page's items never wait on its links.
+ */
 export function startParser(ctx: FleetContext, options: ParserOptions): RunningStage {
   const worker = createStageWorker(ctx, {
     stage: 'parse',
@@ -17,18 +20,22 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
     defaultAttempts: 3,
     handler: async ({ data, crawl, fingerprint }) => {
       const { spider } = crawl;
-      const html = decodeBody(data.body, spider.limits.maxResponseBytes);
+      const html = decodeHtml(decodeBody(data.body, spider.limits.maxResponseBytes), data.contentType);
       const page = extractPage(html, data.finalUrl, spider, { crawlId: data.crawlId, fetchedAt: data.fetchedAt });
-      const depth = data.depth + 1;
-      const allowed = allowedHosts(spider);
-      const candidates = page.links.map((url) => ({ url, depth, verdict: scopeVerdict(url, depth, spider, allowed) }));
-      await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, data.url);
       if (page.items.length > 0) {
         await enqueueJobs(ctx.redis, ctx.keys, ctx.queues, 'write', data.crawlId, [
           { id: jobId('write', fingerprint), data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items }, opts: { attempts: 10, backoff: { type: 'crawlfleet' } } },
         ]);
       }
-      return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid } };
+      const { maxLinksPerPage } = spider.limits;
+      const links = page.links.length > maxLinksPerPage ? page.links.slice(0, maxLinksPerPage) : page.links;
+      const overflow = page.links.length - links.length;
+      if (overflow > 0) ctx.log.info({ url: data.finalUrl, links: page.links.length, maxLinksPerPage, skipped: overflow }, 'page has more links than limits.maxLinksPerPage: the rest are skipped');
+      const depth = data.depth + 1;
+      const allowed = allowedHosts(spider);
+      const candidates = links.map((url) => ({ url, depth, verdict: scopeVerdict(url, depth, spider, allowed) }));
+      await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, data.url);
+      return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow } };
     },
   });
   const stopWatching = watchBackpressure(worker, ctx.queues.write, ctx.env.writeHighWater, ctx.log);
