@@ -80,7 +80,7 @@ describe('the real books.toscrape.com pages', () => {
       expect(status.state).toBe('done');
       const pages = 49 + 1 + truth.detailLinks.size;
       const missing = truth.detailLinks.size - 200 + 1;
-      expect(status.counters).toMatchObject({ seen: pages, fetched: pages, parsed: 249, items: 1180, written: 1180, failed: missing, invalid: 0, skipped: truth.offSite.size });
+      expect(status.counters).toMatchObject({ seen: pages, fetched: pages, parsed: 249, items: 1180, written: 1180, failed: missing, invalid: 0, skipped: truth.offSite.size, blocked: 0 });
       const { Redis } = await import('ioredis');
       const { Keys } = await import('@crawlfleet/core');
       const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
 import { politeSpider, startPoliteSite } from '../fixtures/polite-site.mjs';
-import { REDIS_URL, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, ROOT, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
 import { startTinyproxy, type Tinyproxy } from '../helpers/tinyproxy.js';
 
 const PASSWORD = 's3cret-proxy-pw';
@@ -122,6 +122,39 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
     } finally {
       await picky.close();
       await hostile.close();
+    }
+  });
+
+  test('every vendor block page in test/fixtures/blocks, served as a 200, is a block: retried through each proxy in turn, then dead-lettered as ERR_BLOCKED', async () => {
+    const fixtures = join(ROOT, 'test', 'fixtures', 'blocks');
+    const pages = (JSON.parse(readFileSync(join(fixtures, 'manifest.json'), 'utf8')) as { file: string; signal: string }[]);
+    const site = await startPoliteSite({
+      behave: (_req, res, { path, headers }) => {
+        const page = pages.find((p) => path === `/block/${p.file}`);
+        if (!page) return false;
+        res.writeHead(200, headers).end(readFileSync(join(fixtures, page.file)));
+        return true;
+      },
+    });
+    try {
+      const spider = {
+        name: 'vendors',
+        startUrls: pages.map((p) => `http://127.0.0.1:${site.port}/block/${p.file}`),
+        allowPrivateAddresses: true,
+        obeyRobotsTxt: false,
+        retry: { attempts: 2 },
+        proxies: { strategy: 'round_robin' },
+        items: [{ type: 'page', fields: { title: { css: 'title' } } }],
+      };
+      const { items, status, dead } = await finish('vendors', await crawl('vendors', spider));
+      expect(items).toEqual([]);
+      expect(dead.map((d) => new URL(d.url).pathname).sort()).toEqual(pages.map((p) => `/block/${p.file}`).sort());
+      for (const d of dead) expect({ url: d.url, code: d.code, attempts: d.attempts, reason: d.reason }).toEqual({ url: d.url, code: 'ERR_BLOCKED', attempts: 3, reason: expect.stringMatching(/^blocked: /) });
+      expect(status.counters).toMatchObject({ seen: pages.length, blocked: 3 * pages.length, failed: pages.length, parsed: 0 });
+      // Each page's three attempts went through the three proxies.
+      for (const p of pages) expect(new Set(site.requests.filter((r) => r.path === `/block/${p.file}`).map((r) => r.remote)).size).toBe(3);
+    } finally {
+      await site.close();
     }
   });
 

@@ -1,5 +1,5 @@
 import { validateSpider } from '@crawlfleet/core';
-import { assertUrlAddressAllowed, classifyResponse, decodeBody, encodeBody, isHtml, isPublicAddress, UserAgentRotation, DEFAULT_USER_AGENTS } from '@crawlfleet/fetch';
+import { assertUrlAddressAllowed, classifyResponse, decodeBody, encodeBody, isHtml, isInlineRedirect, isPublicAddress, UserAgentRotation, DEFAULT_USER_AGENTS } from '@crawlfleet/fetch';
 
 describe('SSRF guard', () => {
   test.each(['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fc00::1', '0.0.0.0', '::ffff:127.0.0.1', '100.64.0.1'])('%s is not public', (ip) => {
@@ -32,26 +32,58 @@ describe('response classification', () => {
   ] as const)('HTTP %i -> %s', (status, kind) => {
     expect(classifyResponse(page(status), spider).kind).toBe(kind);
   });
-  test('a block is a 403 or 429, a page whose text matches a block pattern, or a body under blockMinBytes', () => {
-    expect(classifyResponse(page(403), spider)).toEqual({ kind: 'blocked', reason: 'blocked: HTTP 403' });
-    expect(classifyResponse(page(200, '<html><body><p>Please solve this CAPTCHA to continue</p></body></html>'), spider)).toEqual({ kind: 'blocked', reason: 'blocked: the page says "captcha"' });
+  test('a block is a 403 or 429, a short page whose title or text matches a block pattern, or a body under blockMinBytes', () => {
+    expect(classifyResponse(page(403), spider)).toEqual({ kind: 'blocked', signal: 'http-403', reason: 'blocked: HTTP 403' });
+    expect(classifyResponse(page(200, '<html><body><p>Please solve this CAPTCHA to continue</p></body></html>'), spider)).toEqual({
+      kind: 'blocked',
+      signal: 'pattern',
+      reason: 'blocked: the page says "captcha"',
+    });
     expect(classifyResponse(page(200, '<title>Sorry</title><b>Our systems have detected Unusual   traffic</b>'), spider).kind).toBe('blocked');
-    expect(classifyResponse(page(200, ''), spider)).toEqual({ kind: 'blocked', reason: 'blocked: a 0-byte body (blockMinBytes 1)' });
+    expect(classifyResponse(page(200, '<title>Access Denied</title><h1>Nope</h1>'), spider).kind).toBe('blocked');
+    expect(classifyResponse(page(200, ''), spider)).toEqual({ kind: 'blocked', signal: 'empty', reason: 'blocked: a 0-byte body (blockMinBytes 1)' });
     const strict = validateSpider({ name: 'x', blockMinBytes: 100, blockPatterns: ['go away'] });
     expect(classifyResponse(page(200, '<p>tiny</p>'), strict).kind).toBe('blocked');
     expect(classifyResponse(page(200, `<p>${'fine '.repeat(30)}</p><p>captcha</p>`), strict).kind).toBe('ok');
     expect(classifyResponse(page(200, `<p>${'x'.repeat(100)} GO AWAY</p>`), strict).kind).toBe('blocked');
   });
+  test('a pattern in the prose of a long page is content, however it is worded; blockPageMaxChars sets what is long', () => {
+    const prose = '<p>The server answers with an error when the account lacks rights to the table. </p>'.repeat(30);
+    const manual = `<html><head><title>Troubleshooting connections</title></head><body>${prose}<p>Error 1045: Access denied for user.</p>${prose}</body></html>`;
+    expect(classifyResponse(page(200, manual), spider)).toEqual({ kind: 'ok' });
+    const short = validateSpider({ name: 'x', blockPageMaxChars: 100 });
+    expect(classifyResponse(page(200, '<title>Access denied</title><p>Sorry, no.</p>'), short).kind).toBe('blocked');
+    expect(classifyResponse(page(200, `<title>Access denied</title><p>${'word '.repeat(30)}</p>`), short).kind).toBe('ok');
+  });
   test('block patterns read the visible text: a page that loads a reCAPTCHA script, or names one in a comment or attribute, is not a block', () => {
-    const body = '<html><head><script src="https://www.google.com/recaptcha/api.js"></script><script>var captcha = 1;</script><style>.captcha{}</style></head><body><!-- captcha --><form class="captcha"><p>Sign up for our newsletter</p></form></body></html>';
+    const body =
+      '<html><head><script src="https://www.google.com/recaptcha/api.js"></script><script>var captcha = 1;</script><style>.captcha{}</style></head><body><!-- captcha --><form class="captcha"><p>Sign up for our newsletter</p><input type="email" name="email"><div class="g-recaptcha" data-sitekey="x"></div></form></body></html>';
     expect(classifyResponse(page(200, body), spider).kind).toBe('ok');
     // Patterns apply to HTML only: a JSON or text body that says "captcha" is data.
     expect(classifyResponse(page(200, '{"captcha": true}', 'application/json'), spider).kind).toBe('ok');
+  });
+  test('a redirect that reaches the classifier (another origin) is a redirect; its Location resolves against the URL that sent it', () => {
+    const redirect = (status: number, location: string | undefined) => ({ ...page(status, ''), url: 'http://a.test/x/y', headers: location === undefined ? {} : { location } });
+    expect(classifyResponse(redirect(301, 'http://b.test/z'), spider)).toEqual({ kind: 'redirect', location: 'http://b.test/z' });
+    expect(classifyResponse(redirect(302, '//c.test/'), spider)).toEqual({ kind: 'redirect', location: 'http://c.test/' });
+    expect(classifyResponse(redirect(308, 'https://a.test/\xc3\xa9t\xc3\xa9'), spider)).toEqual({ kind: 'redirect', location: 'https://a.test/%C3%A9t%C3%A9' });
+    expect(classifyResponse(redirect(302, undefined), spider)).toEqual({ kind: 'fail', reason: 'HTTP 302' });
+    expect(classifyResponse(redirect(302, 'mailto:x@y'), spider)).toEqual({ kind: 'fail', reason: 'HTTP 302' });
+    expect(classifyResponse(redirect(304, 'http://b.test/'), spider)).toEqual({ kind: 'fail', reason: 'HTTP 304' });
   });
   test('HTML is told by content type, or sniffed when there is none', () => {
     expect(isHtml('text/html; charset=utf-8', Buffer.from(''))).toBe(true);
     expect(isHtml('application/json', Buffer.from('<html>'))).toBe(false);
     expect(isHtml(undefined, Buffer.from('  <!DOCTYPE html><html>'))).toBe(true);
+    expect(isHtml(undefined, Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('<html><body>', 'utf16le')]))).toBe(true);
+    expect(isHtml(undefined, Buffer.from('{"a": 1}'))).toBe(false);
+  });
+  test('only a same-origin redirect is followed inline', () => {
+    const u = (s: string) => new URL(s);
+    expect(isInlineRedirect(u('http://a.test/x'), u('http://a.test/y?z'))).toBe(true);
+    expect(isInlineRedirect(u('http://a.test/x'), u('https://a.test/x'))).toBe(false);
+    expect(isInlineRedirect(u('http://a.test/x'), u('http://a.test:8080/x'))).toBe(false);
+    expect(isInlineRedirect(u('http://a.test/x'), u('http://b.a.test/x'))).toBe(false);
   });
 });
 

@@ -1,56 +1,65 @@
 import type { Spider } from '@crawlfleet/core';
+import { detectBlock } from './block-detect.js';
+import { decodeWith, sniffEncoding } from './charset.js';
+import { headerValue, type Headers } from './headers.js';
+import { redirectTarget } from './redirect.js';
 
 export type ResponseVerdict =
   | { kind: 'ok' }
   | { kind: 'retry'; reason: string }
-  | { kind: 'blocked'; reason: string }
+  | { kind: 'blocked'; reason: string; signal: string }
+  | { kind: 'redirect'; location: string }
   | { kind: 'fail'; reason: string };
 
 export interface ResponseFacts {
   status: number;
   contentType: string | undefined;
   body: Buffer;
+  /** the URL that answered (after any redirect followed inline) */
+  url?: string;
+  headers?: Headers;
 }
 
-/** How much of a body the block patterns look at: block pages are short, real pages put text early. */
-const PATTERN_WINDOW_BYTES = 256 * 1024;
+export type ClassifySettings = Pick<Spider, 'retry' | 'blockPatterns' | 'blockMinBytes' | 'blockPageMaxChars' | 'blockMarkers'>;
+
+/** Block pages are short; the start of a page is all block detection reads. */
+const BLOCK_SCAN_BYTES = 1024 * 1024;
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 
 /**
- * Pure: the visible text of the start of an HTML page, lower-cased. Scripts, styles and tags are
- * dropped, so a page that merely loads a reCAPTCHA widget does not read as a captcha wall.
+ * Pure decision on a final HTTP response: keep it, follow its redirect as a new URL, retry it, call
+ * it a block, or give it up.
+ * - A block is a 403 or 429, a 2xx body shorter than `blockMinBytes`, or an HTML page that
+ *   detectBlock recognises, whatever its status (vendors use 200, 403, 405, 429 and 503). A block is
+ *   retried through another proxy; a retry status (`retry.statusCodes`) is retried as it is.
+ * - A redirect reaches here only when it leaves the page's origin (same-origin ones are followed
+ *   inline): its target goes through the frontier like a link.
  */
-export function visibleText(body: Buffer): string {
-  return body
-    .subarray(0, PATTERN_WINDOW_BYTES)
-    .toString('utf8')
-    .replace(/<(script|style|noscript)\b[\s\S]*?<\/\1\s*>/gi, ' ')
-    .replace(/<!--[\s\S]*?-->/g, ' ')
-    .replace(/<[^>]*>/g, ' ')
-    .replace(/&nbsp;/g, ' ')
-    .replace(/\s+/g, ' ')
-    .toLowerCase();
-}
-
-/**
- * Pure decision on a final HTTP response (after redirects): keep it, retry it, call it a block, or
- * give it up. A block is a 403 or 429, a 2xx page whose text matches one of `blockPatterns`, or a 2xx
- * body shorter than `blockMinBytes`. A block is retried through another proxy; a retry status
- * (`retry.statusCodes`) is retried as it is.
- */
-export function classifyResponse(response: ResponseFacts, spider: Pick<Spider, 'retry' | 'blockPatterns' | 'blockMinBytes'>): ResponseVerdict {
+export function classifyResponse(response: ResponseFacts, spider: ClassifySettings): ResponseVerdict {
   const { status, body } = response;
-  if (status === 403 || status === 429) return { kind: 'blocked', reason: `blocked: HTTP ${status}` };
-  if (status >= 200 && status < 300) {
-    if (body.length < spider.blockMinBytes) return { kind: 'blocked', reason: `blocked: a ${body.length}-byte body (blockMinBytes ${spider.blockMinBytes})` };
-    if (spider.blockPatterns.length > 0 && isHtml(response.contentType, body)) {
-      const text = visibleText(body);
-      const hit = spider.blockPatterns.find((p) => text.includes(p.toLowerCase()));
-      if (hit) return { kind: 'blocked', reason: `blocked: the page says ${JSON.stringify(hit)}` };
-    }
-    return { kind: 'ok' };
+  if (status === 403 || status === 429) return { kind: 'blocked', signal: `http-${status}`, reason: `blocked: HTTP ${status}` };
+  const ok = status >= 200 && status < 300;
+  if (ok && body.length < spider.blockMinBytes) return { kind: 'blocked', signal: 'empty', reason: `blocked: a ${body.length}-byte body (blockMinBytes ${spider.blockMinBytes})` };
+  const retry = spider.retry.statusCodes.includes(status);
+  const redirect = REDIRECT_STATUSES.has(status);
+  // Vendors serve block pages under many statuses (AWS WAF and Distil use 405, a challenge 503).
+  if (!redirect && isHtml(response.contentType, body)) {
+    const verdict = detectBlock({ html: pageStart(body, response.contentType), ...(response.headers ? { headers: response.headers } : {}) }, spider);
+    if (verdict.blocked) return { kind: 'blocked', signal: verdict.signal, reason: verdict.reason };
   }
-  if (spider.retry.statusCodes.includes(status)) return { kind: 'retry', reason: `HTTP ${status}` };
+  if (ok) return { kind: 'ok' };
+  if (retry) return { kind: 'retry', reason: `HTTP ${status}` };
+  if (redirect && response.url) {
+    const target = redirectTarget(headerValue(response.headers, 'location'), response.url);
+    if (target) return { kind: 'redirect', location: target.href };
+  }
   return { kind: 'fail', reason: `HTTP ${status}` };
+}
+
+/** The decoded start of a page, enough for block detection (decoded as the parser will decode it). */
+function pageStart(body: Buffer, contentType: string | undefined): string {
+  const { encoding } = sniffEncoding(body, contentType);
+  return decodeWith(body.length > BLOCK_SCAN_BYTES ? body.subarray(0, BLOCK_SCAN_BYTES) : body, encoding);
 }
 
 const HTML_TYPES = /^(text\/html|application\/xhtml\+xml)\b/i;
@@ -58,5 +67,6 @@ const HTML_TYPES = /^(text\/html|application\/xhtml\+xml)\b/i;
 /** Only HTML goes on to the parser; an absent content type is sniffed as HTML, as browsers do. */
 export function isHtml(contentType: string | undefined, body: Buffer): boolean {
   if (contentType) return HTML_TYPES.test(contentType);
-  return /^\s*<(!doctype html|html|head|body)/i.test(body.subarray(0, 512).toString('latin1'));
+  const start = body.subarray(0, 512);
+  return /^\s*<(!doctype html|html|head|body)/i.test(decodeWith(start, sniffEncoding(start, undefined).encoding));
 }

@@ -84,9 +84,13 @@ export const politenessSchema = z.strictObject({
     .prefault({}),
 });
 
+/** The longest Retry-After the fleet obeys (an extension of the contract): a longer one is capped. */
+export const DEFAULT_MAX_RETRY_AFTER_MS = 5 * 60_000;
+
 export const retrySchema = z.strictObject({
   attempts: z.int().min(0).max(50).default(3),
   statusCodes: z.array(z.int().min(100).max(599)).default([429, 500, 502, 503, 504, 522, 524]),
+  maxRetryAfterMs: z.int().min(0).max(24 * 3600_000).default(DEFAULT_MAX_RETRY_AFTER_MS),
 });
 
 export const proxySettingsSchema = z.strictObject({
@@ -97,12 +101,16 @@ export const proxySettingsSchema = z.strictObject({
 });
 
 export const DEFAULT_BLOCK_PATTERNS = ['captcha', 'unusual traffic', 'access denied', 'automated queries'];
+/** The longest real block page modelled in test/fixtures/blocks has about 1,000 characters of text. */
+export const DEFAULT_BLOCK_PAGE_MAX_CHARS = 2000;
 
 /** Limits that protect the fetcher from hostile servers; an extension of the contract. */
 export const limitsSchema = z.strictObject({
   maxResponseBytes: z.int().min(1024).default(10 * 1024 * 1024),
   timeoutMs: z.int().min(100).default(30_000),
   maxRedirects: z.int().min(0).max(50).default(10),
+  /** links a page may add to the frontier; the rest are counted skipped */
+  maxLinksPerPage: z.int().min(0).default(10_000),
 });
 
 export const spiderSchema = z.strictObject({
@@ -122,6 +130,13 @@ export const spiderSchema = z.strictObject({
   blockPatterns: z.array(z.string().min(1)).default(DEFAULT_BLOCK_PATTERNS),
   /** a 2xx body shorter than this is a block (an extension of the contract; 1 = only an empty body) */
   blockMinBytes: z.int().min(0).default(1),
+  /**
+   * a page is short enough to be a block page when its visible text has at most this many characters
+   * (an extension of the contract): block patterns and markers count on short pages only
+   */
+  blockPageMaxChars: z.int().min(0).default(DEFAULT_BLOCK_PAGE_MAX_CHARS),
+  /** recognise vendors' block and challenge pages by their own markup (an extension of the contract) */
+  blockMarkers: z.boolean().default(true),
   userAgents: z.array(z.string().min(1)).optional(),
   sitemapUrls: z.array(httpUrl).optional(),
   limits: limitsSchema.prefault({}),
