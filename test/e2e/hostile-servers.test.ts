@@ -89,6 +89,66 @@ describe('hostile servers never crash a worker; each URL ends with the right rea
     }
   });
 
+  test('Retry-After of 999999999 s, a date a year ahead, or garbage: each ends in a wait no longer than retry.maxRetryAfterMs, and the crawl finishes', async () => {
+    const yearAhead = new Date(Date.now() + 365 * 86_400_000).toUTCString();
+    const asks: Record<string, [number, string]> = {
+      seconds: [429, '999999999'],
+      date: [429, yearAhead],
+      garbage: [429, 'after lunch'],
+      unavailable: [503, '999999999'],
+    };
+    const site = await startServer((req, res) => {
+      const path = new URL(req.url ?? '/', 'http://x').pathname.slice(1);
+      const html = (title: string) => `<html><head><title>${title}</title></head><body><p>${'Text. '.repeat(50)}</p></body></html>`;
+      if (path === 'index.html') return void res.writeHead(200, { 'content-type': 'text/html' }).end(html('index') + Object.keys(asks).map((p) => `<a href="/${p}">${p}</a>`).join(''));
+      const ask = asks[path];
+      if (!ask) return void res.writeHead(404).end();
+      // The first request of each is told to come back much later; the next one gets the page.
+      if (site.requests.filter((r) => r.path === `/${path}`).length === 1) return void res.writeHead(ask[0], { 'retry-after': ask[1], 'content-type': 'text/plain' }).end('later');
+      res.writeHead(200, { 'content-type': 'text/html' }).end(html(path));
+    });
+    const redis = new Redis(REDIS_URL);
+    try {
+      const cap = 1500;
+      const spider = writeJson(dir, 'retry-after.json', {
+        name: 'retry-after',
+        startUrls: [`${site.url}/index.html`],
+        allowPrivateAddresses: true,
+        obeyRobotsTxt: false,
+        follow: [{ css: 'a' }],
+        items: [{ type: 'page', fields: { title: { css: 'title', required: true } } }],
+        retry: { maxRetryAfterMs: cap },
+      });
+      const started = Date.now();
+      const run = await runCli(['crawl', spider, '--crawl-id', 'retry-after', '--out', `${dir}/retry-after.jsonl`, '--json', '--quiet'], { env, timeoutMs: 60_000 });
+      expect(run.code).toBe(0);
+      expect(Date.now() - started).toBeLessThan(30_000);
+      expect(readJsonl(`${dir}/retry-after.jsonl`).map((i) => i.title).sort()).toEqual(['date', 'garbage', 'index', 'seconds', 'unavailable']);
+      const gaps = Object.fromEntries(
+        Object.keys(asks).map((p) => {
+          const starts = site.requests.filter((r) => r.path === `/${p}`).map((r) => r.at);
+          expect(starts).toHaveLength(2);
+          return [p, starts[1]! - starts[0]!];
+        }),
+      );
+      process.stderr.write(`retry-after: waits ${JSON.stringify(gaps)} ms with a cap of ${cap} ms\n`);
+      // Capped, not obeyed: the long ones wait about the cap (the host's hold and the retry's delay are
+      // both capped); garbage is ignored, so only the backoff and the others' hold apply.
+      for (const p of ['seconds', 'date', 'unavailable']) {
+        expect(gaps[p]).toBeGreaterThanOrEqual(cap - 100);
+        expect(gaps[p]).toBeLessThan(cap + 4000);
+      }
+      expect(gaps.garbage).toBeLessThan(cap + 4000);
+      const hold = Number(await redis.hget(new Keys(prefix).polite().host('127.0.0.1'), 'hold'));
+      expect(hold).toBeLessThanOrEqual(Date.now() + cap);
+      const status = JSON.parse(run.stdout.trim().split('\n').pop()!);
+      expect(status.counters).toMatchObject({ seen: 5, fetched: 5, failed: 0, blocked: 3, items: 5 });
+    } finally {
+      redis.disconnect();
+      await site.close();
+    }
+  });
+
   test.each([false, true])('without allowPrivateAddresses, loopback is refused before any request, robots.txt included (SSRF guard; obeyRobotsTxt %s)', async (obeyRobotsTxt) => {
     const { site } = await hostileSite();
     const redis = new Redis(REDIS_URL);

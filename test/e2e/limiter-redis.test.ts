@@ -24,8 +24,10 @@ describe('the fleet-wide limiter (acquireSlot / releaseSlot in Redis)', () => {
     proxies: [],
     ratePerProxy: 0,
     burstPerProxy: 1,
+    maxHoldMs: 300_000,
     ...extra,
   });
+  const released = { banAfterFailures: 3, probeAfterMs: 1000, maxHoldMs: 300_000 };
 
   test('at most concurrencyPerHost leases at once, whatever the number of callers; a release frees one', async () => {
     const grants = await Promise.all(Array.from({ length: 30 }, (_, i) => limiters[i % 6]!.acquire(input('conc.test', `job-${i}`))));
@@ -36,7 +38,7 @@ describe('the fleet-wide limiter (acquireSlot / releaseSlot in Redis)', () => {
     // (27 places in the line, at least 5 ms apart)
     expect(Math.max(...waits) - Math.min(...waits)).toBeGreaterThanOrEqual(100);
     expect(await limiters[0]!.acquire(input('conc.test', 'late'))).toMatchObject({ go: false, reason: 'concurrency' });
-    await limiters[1]!.release({ host: 'conc.test', leaseId: `job-${granted[0]!.i}`, latencyMs: 100, banAfterFailures: 3, probeAfterMs: 1000 });
+    await limiters[1]!.release({ host: 'conc.test', leaseId: `job-${granted[0]!.i}`, latencyMs: 100, ...released });
     expect(await limiters[2]!.acquire(input('conc.test', 'late'))).toMatchObject({ go: true });
   });
 
@@ -59,10 +61,26 @@ describe('the fleet-wide limiter (acquireSlot / releaseSlot in Redis)', () => {
 
   test('Retry-After holds the host for every caller', async () => {
     expect((await limiters[0]!.acquire(input('hold.test', 'a'))).go).toBe(true);
-    await limiters[0]!.release({ host: 'hold.test', leaseId: 'a', latencyMs: 5, holdMs: 1500, banAfterFailures: 3, probeAfterMs: 1000 });
+    await limiters[0]!.release({ host: 'hold.test', leaseId: 'a', latencyMs: 5, holdMs: 1500, ...released });
     const held = await limiters[3]!.acquire(input('hold.test', 'b'));
     expect(held).toMatchObject({ go: false, reason: 'retry-after' });
     expect((held as { waitMs: number }).waitMs).toBeGreaterThan(1400);
+  });
+
+  test('a hold never exceeds retry.maxRetryAfterMs: a 31-year Retry-After is brought down to the cap, and a caller with a smaller cap waits no longer than its own', async () => {
+    expect((await limiters[0]!.acquire(input('cap.test', 'a'))).go).toBe(true);
+    await limiters[0]!.release({ host: 'cap.test', leaseId: 'a', holdMs: 999_999_999_000, ...released, maxHoldMs: 2000 });
+    const hold = Number(await clients[0]!.hget(keys.polite().host('cap.test'), 'hold'));
+    const [seconds] = await clients[0]!.time();
+    expect(hold - Number(seconds) * 1000).toBeLessThanOrEqual(3000);
+    const held = await limiters[1]!.acquire(input('cap.test', 'b', { maxHoldMs: 2000 }));
+    expect(held).toMatchObject({ go: false, reason: 'retry-after' });
+    expect((held as { waitMs: number }).waitMs).toBeLessThanOrEqual(2000);
+    expect((held as { waitMs: number }).waitMs).toBeGreaterThan(1000);
+    // A hold left by an older fleet without the cap: each caller still waits at most its own cap.
+    await clients[0]!.hset(keys.polite().host('cap.test'), 'hold', Date.now() + 999_999_999_000);
+    const capped = await limiters[2]!.acquire(input('cap.test', 'c', { maxHoldMs: 500 }));
+    expect((capped as { waitMs: number }).waitMs).toBeLessThanOrEqual(500);
   });
 
   test('per-proxy GCRA: 5 per second with a burst of 2 grants 2 at once, then one per 200 ms; the next proxy in order takes over', async () => {
@@ -86,7 +104,7 @@ describe('the fleet-wide limiter (acquireSlot / releaseSlot in Redis)', () => {
     const outcome = async (o: 'ok' | 'fail' | 'block', n: number) => {
       const grant = await limiters[0]!.acquire(input('ban.test', `b-${n}`, { proxies: [proxy] }));
       expect(grant.go).toBe(true);
-      return limiters[0]!.release({ host: 'ban.test', leaseId: `b-${n}`, proxy: { id, outcome: o }, banAfterFailures: 3, probeAfterMs: 1000 });
+      return limiters[0]!.release({ host: 'ban.test', leaseId: `b-${n}`, proxy: { id, outcome: o }, ...released });
     };
     expect(await outcome('fail', 1)).toBe(false);
     expect(await outcome('fail', 2)).toBe(false);

@@ -77,6 +77,26 @@ describe('retry policy', () => {
     expect(parseRetryAfter('soon')).toBeUndefined();
     expect(parseRetryAfter(undefined)).toBeUndefined();
   });
+
+  test('Retry-After is capped: 31 years, a date a year ahead and 10^30 seconds all come down to the cap; garbage and odd forms are ignored', () => {
+    const now = Date.UTC(2026, 11, 3);
+    const cap = 300_000;
+    expect(parseRetryAfter('999999999', now, cap)).toBe(cap);
+    expect(parseRetryAfter('1' + '0'.repeat(30), now, cap)).toBe(cap);
+    expect(parseRetryAfter(new Date(now + 365 * 86_400_000).toUTCString(), now, cap)).toBe(cap);
+    expect(parseRetryAfter('Thursday, 03-Dec-26 00:00:30 GMT', now, cap)).toBe(30_000);
+    expect(parseRetryAfter('Thu Dec  3 00:00:10 2026', now, cap)).toBe(10_000);
+    expect(parseRetryAfter(new Date(now - 60_000).toUTCString(), now, cap)).toBe(0);
+    expect(parseRetryAfter('120', now, cap)).toBe(120_000);
+    for (const garbage of ['-5', '1.5', 'in 5 minutes', '0x10', 'Infinity', '💤', '12 GMT']) expect(parseRetryAfter(garbage, now, cap)).toBeUndefined();
+  });
+
+  test('the spider settings of this: retry.maxRetryAfterMs (default 5 minutes) and limits.maxLinksPerPage (default 10,000)', () => {
+    const spider = validateSpider({ name: 's' });
+    expect(spider.retry.maxRetryAfterMs).toBe(300_000);
+    expect(spider.limits.maxLinksPerPage).toBe(10_000);
+    expect(validateSpider({ name: 's', retry: { maxRetryAfterMs: 2000 }, limits: { maxLinksPerPage: 5 } })).toMatchObject({ retry: { maxRetryAfterMs: 2000 }, limits: { maxLinksPerPage: 5 } });
+  });
 });
 
 describe('credentials never reach logs', () => {

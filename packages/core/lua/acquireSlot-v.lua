@@ -17,6 +17,8 @@
   ARGV[8]  deferrals: how many times this job has waited already (0 for a newcomer)
   ARGV[9]  requests per second per proxy (0: no limit)
   ARGV[10] burst per proxy
+  ARGV[11] the longest hold this caller obeys (ms from now, retry.maxRetryAfterMs): a longer hold,
+           set by another crawl or an older fleet, counts as this long
 
   Returns {1, proxyIndex (0: direct), delayMs} to go: the lease and the proxy's request are taken.
   Returns {0, waitMs, reason} to wait; nothing is taken. A newcomer that must wait joins the end of
@@ -38,7 +40,7 @@ local burst = tonumber(ARGV[10])
 local h = redis.call('HMGET', host, 'last', 'q', 'hold', 'delay', 'lat')
 local last = tonumber(h[1])
 local hostQ = tonumber(h[2]) or 0
-local hold = tonumber(h[3]) or 0
+local hold = math.min(tonumber(h[3]) or 0, now + tonumber(ARGV[11]))
 local delay = baseDelay
 if ARGV[6] == '1' then
   delay = math.max(baseDelay, math.min(tonumber(h[4]) or baseDelay, tonumber(ARGV[7])))

@@ -9,6 +9,8 @@
   ARGV[5] proxy outcome: 'ok', 'fail' (the proxy itself failed), 'block' (the site blocked it), or ''
   ARGV[6] banAfterFailures: consecutive failures that ban the proxy
   ARGV[7] when a banned proxy is first probed (ms from now)
+  ARGV[8] the longest hold (ms) ARGV[3] may set (retry.maxRetryAfterMs); an older, longer hold is
+          brought down to it too
 
   Returns 'banned' when this failure banned the proxy, else 'ok'.
 ]]
@@ -22,8 +24,10 @@ if ARGV[2] ~= '' then
   redis.call('HSET', host, 'lat', lat and (lat * 0.8 + latency * 0.2) or latency)
 end
 if ARGV[3] ~= '' then
-  local hold = now + tonumber(ARGV[3])
-  if hold > (tonumber(redis.call('HGET', host, 'hold')) or 0) then redis.call('HSET', host, 'hold', hold) end
+  local ceiling = now + tonumber(ARGV[8])
+  local hold = math.min(now + tonumber(ARGV[3]), ceiling)
+  local current = tonumber(redis.call('HGET', host, 'hold')) or 0
+  if hold > current or current > ceiling then redis.call('HSET', host, 'hold', hold) end
 end
 if ARGV[4] ~= '' then redis.call('HSET', host, 'delay', ARGV[4]) end
 

@@ -17,12 +17,20 @@ export function retryDelay(attemptsMade: number, retryAfterMs: number | undefine
   return Math.max(backoff, retryAfterMs ?? 0);
 }
 
-/** Parses a Retry-After header (seconds or an HTTP date) into milliseconds from `now`. */
-export function parseRetryAfter(header: string | undefined, now = Date.now()): number | undefined {
+/** An HTTP-date (RFC 9110: IMF-fixdate, or the obsolete RFC 850 and asctime forms) starts with a day name. */
+const HTTP_DATE = /^(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,? /i;
+
+/**
+ * Pure: a Retry-After header (delay-seconds or an HTTP-date) as milliseconds from `now`, never more
+ * than `maxMs`: a server that asks for 31 years gets `maxMs`. Anything else (garbage, a negative or
+ * fractional number, a date in no HTTP form) is ignored: undefined.
+ */
+export function parseRetryAfter(header: string | undefined, now = Date.now(), maxMs = Number.POSITIVE_INFINITY): number | undefined {
   if (!header) return undefined;
   const trimmed = header.trim();
-  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
-  const at = Date.parse(trimmed);
-  if (Number.isNaN(at)) return undefined;
-  return Math.max(0, at - now);
+  let ms: number;
+  if (/^\d+$/.test(trimmed)) ms = Number(trimmed) * 1000;
+  else if (HTTP_DATE.test(trimmed) && !Number.isNaN(Date.parse(trimmed))) ms = Math.max(0, Date.parse(trimmed) - now);
+  else return undefined;
+  return Math.min(ms, maxMs);
 }

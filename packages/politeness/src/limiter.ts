@@ -22,6 +22,8 @@ export interface AcquireInput {
   proxies: ProxyHealth[];
   ratePerProxy: number;
   burstPerProxy: number;
+  /** a host hold (Retry-After) longer than this from now counts as this long (retry.maxRetryAfterMs) */
+  maxHoldMs: number;
 }
 
 export type ProxyOutcome = 'ok' | 'fail' | 'block';
@@ -37,6 +39,8 @@ export interface ReleaseInput {
   proxy?: { id: string; outcome: ProxyOutcome };
   banAfterFailures: number;
   probeAfterMs: number;
+  /** the longest hold this release may set (retry.maxRetryAfterMs) */
+  maxHoldMs: number;
 }
 
 /**
@@ -67,6 +71,7 @@ export class Limiter {
         input.deferrals,
         input.ratePerProxy,
         input.burstPerProxy,
+        input.maxHoldMs,
       ],
     );
     if (go === 1) return { go: true, proxy: value > 0 ? input.proxies[value - 1] : undefined, hostDelayMs: Number(extra) };
@@ -88,6 +93,7 @@ export class Limiter {
         input.proxy?.outcome ?? '',
         input.banAfterFailures,
         input.probeAfterMs,
+        input.maxHoldMs,
       ],
     );
     return result === 'banned';
