@@ -1,23 +1,38 @@
 import type { Redis } from 'ioredis';
 import type { Keys, Queues, Spider } from '@crawlfleet/core';
-import { admitUrls, type Candidate } from '@crawlfleet/frontier';
+import { admitUrls, uniqueCandidates, type Candidate } from '@crawlfleet/frontier';
 import { enqueueJobs } from './lifecycle.js';
 
-/** Admits URLs to the frontier and enqueues a fetch job for each one to fetch. Returns how many were new. */
+/**
+ * URLs per admission script call and per addBulk. One script call holds Redis for every client while
+ * it runs; 1,000 URLs keep that to a millisecond or two, where a page's 100,000 links in one call
+ * would stall the whole fleet (and overflow the call's argument list).
+ */
+export const ADMIT_CHUNK = 1000;
+
+/**
+ * Admits URLs to the frontier and enqueues a fetch job for each one to fetch, a chunk at a time.
+ * Returns how many were new.
+ */
 export async function admitAndEnqueue(redis: Redis, keys: Keys, queues: Queues, crawlId: string, spider: Spider, candidates: Candidate[], referer?: string): Promise<number> {
-  const admitted = await admitUrls(redis, keys, crawlId, candidates, spider.maxPages);
-  await enqueueJobs(
-    redis,
-    keys,
-    queues,
-    'fetch',
-    crawlId,
-    admitted.map((a) => ({
-      id: a.jobId,
-      data: { crawlId, url: a.url, depth: a.depth, ...(referer ? { referer } : {}) },
-      opts: { attempts: spider.retry.attempts + 1, backoff: { type: 'crawlfleet' } },
-    })),
-    true,
-  );
-  return admitted.filter((a) => a.isNew).length;
+  const unique = uniqueCandidates(candidates);
+  let fresh = 0;
+  for (let i = 0; i < unique.length; i += ADMIT_CHUNK) {
+    const admitted = await admitUrls(redis, keys, crawlId, unique.slice(i, i + ADMIT_CHUNK), spider.maxPages);
+    await enqueueJobs(
+      redis,
+      keys,
+      queues,
+      'fetch',
+      crawlId,
+      admitted.map((a) => ({
+        id: a.jobId,
+        data: { crawlId, url: a.url, depth: a.depth, ...(referer ? { referer } : {}), ...(a.redirects ? { redirects: a.redirects } : {}) },
+        opts: { attempts: spider.retry.attempts + 1, backoff: { type: 'crawlfleet' } },
+      })),
+      true,
+    );
+    fresh += admitted.filter((a) => a.isNew).length;
+  }
+  return fresh;
 }

@@ -6,14 +6,27 @@ export interface Candidate {
   url: string;
   depth: number;
   verdict: ScopeVerdict;
+  /** redirects that led here (a redirect's target is admitted as a URL of its own) */
+  redirects?: number;
 }
 
 export interface Admitted {
   url: string;
   depth: number;
+  redirects?: number;
   jobId: string;
   /** true when first admitted now; false when admitted before and still unfinished */
   isNew: boolean;
+}
+
+/** Pure: each URL once, at the smallest depth it was found at, in first-seen order. */
+export function uniqueCandidates(candidates: readonly Candidate[]): Candidate[] {
+  const unique = new Map<string, Candidate>();
+  for (const c of candidates) {
+    const prior = unique.get(c.url);
+    if (!prior || c.depth < prior.depth) unique.set(c.url, c);
+  }
+  return [...unique.values()];
 }
 
 const VERDICT_CODE: Record<ScopeVerdict, string> = { admit: 'a', 'out-of-scope': 's', 'too-deep': 'd' };
@@ -23,13 +36,8 @@ const VERDICT_CODE: Record<ScopeVerdict, string> = { admit: 'a', 'out-of-scope':
  * enqueue. Each URL is admitted once per crawl, whatever number of parsers find it at the same time.
  */
 export async function admitUrls(redis: Redis, keys: Keys, crawlId: string, candidates: Candidate[], maxPages: number | undefined): Promise<Admitted[]> {
-  const unique = new Map<string, Candidate>();
-  for (const c of candidates) {
-    const prior = unique.get(c.url);
-    if (!prior || c.depth < prior.depth) unique.set(c.url, c);
-  }
-  if (unique.size === 0) return [];
-  const list = [...unique.values()];
+  const list = uniqueCandidates(candidates);
+  if (list.length === 0) return [];
   const k = keys.crawl(crawlId);
   const args: (string | number)[] = [maxPages ?? 0];
   const ids: string[] = [];
@@ -43,7 +51,7 @@ export async function admitUrls(redis: Redis, keys: Keys, crawlId: string, candi
   const out: Admitted[] = [];
   list.forEach((c, i) => {
     const code = codes[i];
-    if (code === 1 || code === 2) out.push({ url: c.url, depth: c.depth, jobId: ids[i]!, isNew: code === 1 });
+    if (code === 1 || code === 2) out.push({ url: c.url, depth: c.depth, ...(c.redirects ? { redirects: c.redirects } : {}), jobId: ids[i]!, isNew: code === 1 });
   });
   return out;
 }

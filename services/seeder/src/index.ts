@@ -17,9 +17,6 @@ export interface SeedOptions {
   sitemaps?: string[];
 }
 
-/** Sitemap URLs are admitted in batches of this many: a 50,000-URL sitemap is not one Lua call. */
-const ADMIT_BATCH = 1000;
-
 export interface SeedResult {
   crawlId: string;
   /** false when the crawl id existed and was resumed */
@@ -68,10 +65,7 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
   const crawlId = options.crawlId ?? newCrawlId(spider.name);
   const created = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId));
   const candidates: Candidate[] = [...urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })), ...fromSitemaps];
-  let admitted = 0;
-  for (let i = 0; i < candidates.length; i += ADMIT_BATCH) {
-    admitted += await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates.slice(i, i + ADMIT_BATCH));
-  }
+  const admitted = await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates);
   await checkDone(ctx.redis, ctx.keys, crawlId);
   ctx.log.info({ crawlId, created, admitted, seeds: urls.length, fromSitemaps: fromSitemaps.length }, created ? 'crawl registered' : 'crawl resumed');
   return { crawlId, created, admitted };

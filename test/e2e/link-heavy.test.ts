@@ -1,0 +1,93 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { startServer } from '../fixtures/http-server.mjs';
+import { REDIS_URL, ROOT, dropPrefix, readJsonl, spawnCli, resultWithin, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+
+const LINKS = 200_000;
+const ADMIT_SHA = createHash('sha1').update(readFileSync(join(ROOT, 'packages', 'core', 'lua', 'admitUrls-3.lua'), 'utf8')).digest('hex');
+
+type SlowlogEntry = [number, number, number, string[]];
+
+describe('a page with 200,000 links', () => {
+  const prefix = uniquePrefix('links');
+  const dir = tempDir('links');
+  afterAll(() => dropPrefix(prefix));
+
+  test('stores its items, admits exactly limits.maxLinksPerPage links in calls of at most 1,000, and Redis keeps answering others at once', async () => {
+    const links = Array.from({ length: LINKS }, (_, i) => `<a href="/l/${i}">${i}</a>`).join('\n');
+    const page = `<!DOCTYPE html><html><head><title>Everything</title></head><body><h1>The big index</h1>${links}</body></html>`;
+    const site = await startServer((req, res) => {
+      if (req.url === '/robots.txt') return void res.writeHead(200, { 'content-type': 'text/plain' }).end('User-agent: *\nDisallow: /l/\n');
+      if (req.url === '/') return void res.writeHead(200, { 'content-type': 'text/html' }).end(page);
+      res.writeHead(404).end();
+    });
+    const spider = writeJson(dir, 'links.json', {
+      name: 'links',
+      startUrls: [`${site.url}/`],
+      allowPrivateAddresses: true,
+      follow: [{ css: 'a' }],
+      items: [{ type: 'index', match: '/$', fields: { heading: { css: 'h1', required: true } } }],
+    });
+    const probe = new Redis(REDIS_URL);
+    const admin = new Redis(REDIS_URL);
+    const [, slowlogThreshold] = (await admin.config('GET', 'slowlog-log-slower-than')) as [string, string];
+    const [, slowlogLength] = (await admin.config('GET', 'slowlog-max-len')) as [string, string];
+    // Every command into the slow log, to read the size of each admission call.
+    await admin.config('SET', 'slowlog-max-len', '1000000');
+    await admin.config('SET', 'slowlog-log-slower-than', '0');
+    await admin.slowlog('RESET');
+    let worstPingMs = 0;
+    let pings = 0;
+    let probing = true;
+    const pinging = (async () => {
+      while (probing) {
+        const t = performance.now();
+        await probe.ping();
+        worstPingMs = Math.max(worstPingMs, performance.now() - t);
+        pings++;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    try {
+      const out = join(dir, 'links.jsonl');
+      const crawl = spawnCli(['crawl', spider, '--crawl-id', 'links', '--out', out, '--json', '--quiet', '--concurrency', '64'], { env: testEnv(prefix) });
+      const run = await resultWithin(crawl, 150_000, 'the link-heavy crawl');
+      probing = false;
+      await pinging;
+      const slowlog = (await admin.slowlog('GET', -1)) as SlowlogEntry[];
+      expect(run.code).toBe(0);
+      expect(readJsonl(out).map((i) => i.heading)).toEqual(['The big index']);
+      const status = JSON.parse(run.stdout.trim().split('\n').pop()!);
+      // 10,000 admitted (then skipped by robots.txt, unfetched); the other 190,000 skipped at once.
+      expect(status.counters).toMatchObject({ seen: 10_001, fetched: 1, parsed: 1, items: 1, written: 1, failed: 0, skipped: LINKS });
+      expect(site.requests.filter((r) => r.path.startsWith('/l/'))).toHaveLength(0);
+      const overflowLines = run.stderr.split('\n').filter((l) => l.includes('more links than limits.maxLinksPerPage'));
+      expect(overflowLines).toHaveLength(1);
+      expect(JSON.parse(overflowLines[0]!)).toMatchObject({ links: LINKS, maxLinksPerPage: 10_000, skipped: LINKS - 10_000 });
+
+      // Each admission call carries 3 keys, maxPages and a (fingerprint, job id, verdict) triple per URL.
+      const admissions = slowlog.filter((e) => e[3][0]?.toLowerCase() === 'evalsha' && e[3][1] === ADMIT_SHA);
+      const urlsPerCall = admissions.map((e) => {
+        const last = e[3][e[3].length - 1]!;
+        const more = /^\.\.\. \((\d+) more arguments\)$/.exec(last);
+        const args = more ? e[3].length - 1 + Number(more[1]) : e[3].length;
+        return (args - 3 - 4) / 3;
+      });
+      expect(urlsPerCall.filter((n) => n > 1).sort((a, b) => b - a)).toEqual(Array(10).fill(1000));
+      const slowestMs = slowlog.reduce((worst, e) => Math.max(worst, e[2] / 1000), 0);
+      process.stderr.write(`links: ${admissions.length} admission calls, slowest command ${slowestMs.toFixed(1)} ms, worst PING ${worstPingMs.toFixed(1)} ms over ${pings} pings\n`);
+      expect(pings).toBeGreaterThan(50);
+      expect(worstPingMs).toBeLessThan(50);
+    } finally {
+      probing = false;
+      await admin.config('SET', 'slowlog-log-slower-than', slowlogThreshold);
+      await admin.config('SET', 'slowlog-max-len', slowlogLength);
+      await admin.slowlog('RESET');
+      probe.disconnect();
+      admin.disconnect();
+      await site.close();
+    }
+  });
+});
