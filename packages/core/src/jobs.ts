@@ -9,6 +9,8 @@ export const fetchJobSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
   depth: z.int().min(0),
   referer: z.string().optional(),
+  /** redirects that led to this URL: a chain longer than limits.maxRedirects ends in the dead-letter set */
+  redirects: z.int().min(1).max(50).optional(),
   /** proxies this URL was blocked through: its retries go through others */
   avoidProxies: z.array(z.string().regex(/^[0-9a-f]{12}$/)).max(64).optional(),
 });

@@ -1,8 +1,10 @@
 /**
- * The status counters, in the order the status object lists them. `deferred` extends the contract:
- * how many times a job was parked to wait for its host or proxy (a measure of the limiter's churn).
+ * The status counters, in the order the status object lists them. Two extend the contract:
+ * - `deferred`: how many times a job was parked to wait for its host or proxy (the limiter's churn);
+ * - `redirected`: URLs whose answer was a redirect to another origin, whose target became a URL of
+ *   its own. So every seen URL ends as fetched, failed, skipped or redirected.
  */
-export const COUNTER_NAMES = ['seen', 'fetched', 'parsed', 'items', 'written', 'invalid', 'failed', 'blocked', 'retries', 'skipped', 'deferred'] as const;
+export const COUNTER_NAMES = ['seen', 'fetched', 'parsed', 'items', 'written', 'invalid', 'failed', 'blocked', 'retries', 'skipped', 'deferred', 'redirected'] as const;
 export type CounterName = (typeof COUNTER_NAMES)[number];
 export type Counters = Record<CounterName, number>;
 export type CounterIncrements = Partial<Record<CounterName | `dead.${string}`, number>>;

@@ -1,5 +1,6 @@
 import got, { type Agents } from 'got';
 import { NonRetryableError, RetryableError, type Spider } from '@crawlfleet/core';
+import { redirectTarget } from './redirect.js';
 import { assertUrlAddressAllowed, ForbiddenAddressError, guardedLookup, type Lookup } from './address-guard.js';
 
 export interface FetchResult {
@@ -10,6 +11,14 @@ export interface FetchResult {
   contentType: string | undefined;
   body: Buffer;
   elapsedMs: number;
+  /** redirects followed inside this request */
+  redirects: number;
+}
+
+/** What a single request needs of a spider. */
+export interface FetchSettings {
+  allowPrivateAddresses: boolean;
+  limits: Pick<Spider['limits'], 'maxResponseBytes' | 'timeoutMs' | 'maxRedirects'>;
 }
 
 export interface FetchOptions {
@@ -20,6 +29,11 @@ export interface FetchOptions {
   lookup?: Lookup;
   /** a cap below the spider's, for robots.txt and probes */
   maxResponseBytes?: number;
+  /**
+   * which redirects to follow inside this request (default: all, up to maxRedirects); a redirect not
+   * followed is returned as the response, for the caller to handle
+   */
+  followRedirect?: (from: URL, to: URL) => boolean;
 }
 
 function findForbidden(err: unknown): ForbiddenAddressError | undefined {
@@ -34,7 +48,7 @@ function findForbidden(err: unknown): ForbiddenAddressError | undefined {
  * the decompressed body, and the SSRF guard on the first request, every redirect and every DNS answer.
  * got's own retries are off: BullMQ attempts own retrying, so the two never stack.
  */
-export async function fetchPage(url: string, spider: Pick<Spider, 'limits' | 'allowPrivateAddresses'>, options: FetchOptions): Promise<FetchResult> {
+export async function fetchPage(url: string, spider: FetchSettings, options: FetchOptions): Promise<FetchResult> {
   const { allowPrivateAddresses } = spider;
   const limits = options.maxResponseBytes ? { ...spider.limits, maxResponseBytes: Math.min(options.maxResponseBytes, spider.limits.maxResponseBytes) } : spider.limits;
   const lookup = options.lookup ?? (allowPrivateAddresses ? undefined : guardedLookup);
@@ -45,7 +59,12 @@ export async function fetchPage(url: string, spider: Pick<Spider, 'limits' | 'al
     responseType: 'buffer',
     throwHttpErrors: false,
     retry: { limit: 0 },
-    followRedirect: true,
+    followRedirect: options.followRedirect
+      ? (response) => {
+          const to = redirectTarget(response.headers.location, response.url);
+          return to !== undefined && options.followRedirect!(new URL(response.url), to);
+        }
+      : true,
     maxRedirects: limits.maxRedirects,
     decompress: true,
     http2: false,
@@ -85,6 +104,7 @@ export async function fetchPage(url: string, spider: Pick<Spider, 'limits' | 'al
       contentType: response.headers['content-type'],
       body: response.body,
       elapsedMs: performance.now() - started,
+      redirects: response.redirectUrls.length,
     };
   } catch (err) {
     if (tooLarge) {

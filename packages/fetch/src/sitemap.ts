@@ -1,7 +1,7 @@
 import { gunzipSync } from 'node:zlib';
 import { load } from 'cheerio';
-import { NonRetryableError, type Logger, type Spider } from '@crawlfleet/core';
-import { fetchPage } from './http-client.js';
+import { NonRetryableError, type Logger } from '@crawlfleet/core';
+import { fetchPage, type FetchSettings } from './http-client.js';
 import type { Lookup } from './address-guard.js';
 
 /** The sitemaps protocol's own limits: 50,000 URLs and 50 MB (uncompressed) per file. */
@@ -34,7 +34,7 @@ export function parseSitemap(text: string, url: string): SitemapDocument {
 }
 
 export interface SitemapOptions {
-  spider: Pick<Spider, 'limits' | 'allowPrivateAddresses'>;
+  spider: FetchSettings;
   userAgent: string;
   lookup?: Lookup;
   log?: Logger;

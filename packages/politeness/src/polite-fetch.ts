@@ -1,12 +1,12 @@
 import type { Redis } from 'ioredis';
 import { parseRetryAfter, type Keys, type Logger, type Spider } from '@crawlfleet/core';
-import { classifyResponse, fetchPage, type FetchResult, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
+import { classifyResponse, fetchPage, headerValue, isInlineRedirect, type FetchResult, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
 import { hostPolicy, jitterFactor, nextThrottleDelay } from './host-policy.js';
 import { Limiter, type ProxyOutcome } from './limiter.js';
 import { orderProxies } from './proxy-health.js';
 import type { ProxyEntry } from './proxy-list.js';
 import type { ProxyPool } from './proxy-pool.js';
-import { ROBOTS_FETCH_MAX_BYTES, type RobotsCache, type RobotsFetch } from './robots.js';
+import { ROBOTS_FETCH_MAX_BYTES, type RobotsCache, type RobotsFetch, type RobotsRules } from './robots.js';
 
 export interface PoliteFetchInput {
   url: string;
@@ -16,6 +16,8 @@ export interface PoliteFetchInput {
   deferrals: number;
   /** proxies this URL was blocked through already */
   avoidProxies?: readonly string[];
+  /** redirects that led to this URL: they count against limits.maxRedirects */
+  redirects?: number;
   userAgent: string;
 }
 
@@ -68,6 +70,7 @@ export class PoliteFetcher {
     const url = new URL(input.url);
     let crawlDelayMs: number | undefined;
     let robotsOrigin: string | undefined;
+    let rules: RobotsRules | undefined;
     if (spider.obeyRobotsTxt) {
       const found = await this.robots.lookup(url.origin);
       if (found === 'missing') {
@@ -79,6 +82,7 @@ export class PoliteFetcher {
       } else {
         if (!found.rules.isAllowed(input.url)) return { kind: 'disallowed' };
         crawlDelayMs = found.rules.crawlDelayMs;
+        rules = found.rules;
       }
     }
     const target = robotsOrigin ? `${robotsOrigin}/robots.txt` : input.url;
@@ -99,6 +103,7 @@ export class PoliteFetcher {
       proxies,
       ratePerProxy: spider.proxies.ratePerProxy,
       burstPerProxy: spider.proxies.burstPerProxy,
+      maxHoldMs: spider.retry.maxRetryAfterMs,
     });
     if (!grant.go) {
       if (robotsOrigin) await this.robots.unlock(robotsOrigin);
@@ -109,19 +114,24 @@ export class PoliteFetcher {
     let page: FetchResult | undefined;
     let error: unknown;
     try {
-      page = await fetchPage(target, spider, {
+      // A chain of redirects is bounded as a whole: those that led to a page count against its request's.
+      const limits = robotsOrigin ? spider.limits : { ...spider.limits, maxRedirects: Math.max(0, spider.limits.maxRedirects - (input.redirects ?? 0)) };
+      page = await fetchPage(target, { ...spider, limits }, {
         userAgent: input.userAgent,
         ...(proxy ? { agent: this.pool.agents(proxy.id) } : {}),
         ...(this.lookup ? { lookup: this.lookup } : {}),
-        ...(robotsOrigin ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES } : {}),
+        // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
+        ...(robotsOrigin
+          ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES }
+          : { followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true) }),
       });
     } catch (err) {
       error = err;
     }
 
     const verdict = page ? classifyResponse(page, spider) : undefined;
-    const retryAfter = page?.headers['retry-after'];
-    const retryAfterMs = page && (page.status === 429 || page.status === 503) ? parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter) : undefined;
+    const retryAfterMs =
+      page && (page.status === 429 || page.status === 503) ? parseRetryAfter(headerValue(page.headers, 'retry-after'), Date.now(), spider.retry.maxRetryAfterMs) : undefined;
     const proxyFault = error !== undefined && proxy !== undefined && isProxyFault(error);
     const proxyOutcome: ProxyOutcome | undefined = !proxy ? undefined : page ? (verdict?.kind === 'blocked' && !robotsOrigin ? 'block' : 'ok') : proxyFault ? 'fail' : undefined;
     const banned = await this.limiter.release({
@@ -135,6 +145,7 @@ export class PoliteFetcher {
       ...(proxy && proxyOutcome ? { proxy: { id: proxy.id, outcome: proxyOutcome } } : {}),
       banAfterFailures: spider.proxies.banAfterFailures,
       probeAfterMs: FIRST_PROBE_AFTER_MS,
+      maxHoldMs: spider.retry.maxRetryAfterMs,
     });
     if (proxyFault) await this.pool.noteFailure(proxy!.id, input.url);
     if (banned) {

@@ -1,6 +1,7 @@
 import { RetryableError, errorMessage, jobId, type FetchJob } from '@crawlfleet/core';
-import { enqueueJobs } from '@crawlfleet/crawl';
+import { admitAndEnqueue, enqueueJobs } from '@crawlfleet/crawl';
 import { UserAgentRotation, encodeBody, fetchPage, isHtml, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
+import { allowedHosts, canonicalizeUrl, scopeVerdict } from '@crawlfleet/frontier';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, type ProxyEntry } from '@crawlfleet/politeness';
 import { DeferError, GiveUpError, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
@@ -43,7 +44,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       await registered;
       const { spider } = crawl;
       const polite = spider.allowPrivateAddresses ? fetchers.allowed : fetchers.guarded;
-      const outcome = await polite.fetch({ url: data.url, spider, leaseId: job.id!, deferrals, avoidProxies: data.avoidProxies, userAgent: userAgents.pick(spider.userAgents) });
+      const outcome = await polite.fetch({ url: data.url, spider, leaseId: job.id!, deferrals, avoidProxies: data.avoidProxies, redirects: data.redirects, userAgent: userAgents.pick(spider.userAgents) });
       switch (outcome.kind) {
         case 'wait':
           throw new DeferError(outcome.waitMs, outcome.reason);
@@ -69,6 +70,19 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         if (isLastAttempt) throw new GiveUpError('ERR_BLOCKED', verdict.reason, fetched, { url: data.url, status: page.status, proxy: proxy?.label });
         if (proxy) await job.updateData({ ...data, avoidProxies: [...new Set([...(data.avoidProxies ?? []), proxy.id])] } satisfies FetchJob);
         throw new RetryableError('ERR_BLOCKED', verdict.reason, { url: data.url, proxy: proxy?.label }, { retryAfterMs: outcome.retryAfterMs });
+      }
+      if (verdict.kind === 'redirect') {
+        // A redirect that leaves the origin: its target is a URL of the crawl like any link (dedup,
+        // scope, robots.txt, its host's slot), at the same depth.
+        const redirects = (data.redirects ?? 0) + page.redirects + 1;
+        const target = canonicalizeUrl(verdict.location);
+        const done = { url: { fingerprint, state: 'd' } };
+        if (redirects > spider.limits.maxRedirects) throw new GiveUpError('ERR_TOO_MANY_REDIRECTS', `more than ${spider.limits.maxRedirects} redirects (limits.maxRedirects), the last to ${verdict.location}`, done, { url: data.url });
+        if (!target) throw new GiveUpError('ERR_HTTP_STATUS', `HTTP ${page.status} to ${verdict.location}, which is not an http(s) URL`, done, { url: data.url });
+        const verdictForTarget = scopeVerdict(target, data.depth, spider, allowedHosts(spider));
+        await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects }], data.url);
+        ctx.log.debug({ url: data.url, status: page.status, location: target, scope: verdictForTarget }, 'redirect to another origin: its target is a new URL of the crawl');
+        return { ...done, counters: { redirected: 1 } };
       }
       if (verdict.kind === 'retry' && !isLastAttempt) {
         throw new RetryableError('ERR_HTTP_STATUS', verdict.reason, { url: data.url }, { retryAfterMs: outcome.retryAfterMs });
