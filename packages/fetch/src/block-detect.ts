@@ -44,7 +44,7 @@ const CHALLENGE_PHRASES: RegExp[] = [
   /\breference #\s?\d+\.[0-9a-f]+\.\d+\.[0-9a-f]+/,
 ];
 
-/** The first `blockPageMaxChars` decide; this much of a page's text is enough to read its start. */
+/** Block detection reads this much of a page at most: a block page is far shorter. */
 export const BLOCK_SCAN_CHARS = 1024 * 1024;
 
 export interface BlockFacts {

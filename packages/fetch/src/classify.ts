@@ -1,5 +1,5 @@
 import type { Spider } from '@crawlfleet/core';
-import { detectBlock } from './block-detect.js';
+import { BLOCK_SCAN_CHARS, detectBlock } from './block-detect.js';
 import { decodeWith, sniffEncoding } from './charset.js';
 import { headerValue, type Headers } from './headers.js';
 import { redirectTarget } from './redirect.js';
@@ -22,8 +22,6 @@ export interface ResponseFacts {
 
 export type ClassifySettings = Pick<Spider, 'retry' | 'blockPatterns' | 'blockMinBytes' | 'blockPageMaxChars' | 'blockMarkers'>;
 
-/** Block pages are short; the start of a page is all block detection reads. */
-const BLOCK_SCAN_BYTES = 1024 * 1024;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 
 /**
@@ -56,10 +54,13 @@ export function classifyResponse(response: ResponseFacts, spider: ClassifySettin
   return { kind: 'fail', reason: `HTTP ${status}` };
 }
 
-/** The decoded start of a page, enough for block detection (decoded as the parser will decode it). */
+/**
+ * The decoded start of a page, as much as block detection reads (a byte never decodes to more than
+ * one character), decoded as the parser will decode the whole.
+ */
 function pageStart(body: Buffer, contentType: string | undefined): string {
   const { encoding } = sniffEncoding(body, contentType);
-  return decodeWith(body.length > BLOCK_SCAN_BYTES ? body.subarray(0, BLOCK_SCAN_BYTES) : body, encoding);
+  return decodeWith(body.length > BLOCK_SCAN_CHARS ? body.subarray(0, BLOCK_SCAN_CHARS) : body, encoding);
 }
 
 const HTML_TYPES = /^(text\/html|application\/xhtml\+xml)\b/i;
