@@ -10,8 +10,9 @@
   ARGV[2..]         triples: fingerprint, fetch job id, verdict ('a' admit, 's' out of scope, 'd' too deep);
                     each fingerprint at most once (the caller removes duplicates)
 
-  Returns one code per URL: 1 newly admitted (enqueue it), 2 admitted earlier and still unfinished
-  (enqueue again: the job id makes that a no-op unless the job was lost), 0 nothing to do.
+  Returns {codes, skipped}: one code per URL, 1 newly admitted (enqueue it), 2 admitted earlier and
+  still unfinished (enqueue again: the job id makes that a no-op unless the job was lost), 0 nothing
+  to do; and how much the call changed the `skipped` counter.
   A URL refused for depth can still be admitted later, when a shorter path to it is found.
 
   Reads and writes go in a few multi-field commands (HMGET, SMISMEMBER, HSET, SADD) rather than a
@@ -87,4 +88,4 @@ sliced('HSET', urls, writes)
 sliced('SADD', pending, adds)
 if admitted ~= 0 then redis.call('HINCRBY', counters, 'seen', admitted) end
 if skipped ~= 0 then redis.call('HINCRBY', counters, 'skipped', skipped) end
-return out
+return {out, skipped}

@@ -20,6 +20,11 @@ export const ENV_TABLE = {
   PROXY_LIST: { default: '', doc: 'proxy URLs, comma- or newline-separated, or @path/to/file (`--proxies FILE` wins)' },
   ROBOTS_CACHE_SECONDS: { default: '3600', doc: 'how long the fleet keeps a host\'s robots.txt before fetching it again' },
   HOST_RESOLVE: { default: '', doc: 'name:address pairs that replace DNS for those names, like curl --resolve (staging, tests); not applied through proxies' },
+  METRICS_PORT: { default: '', doc: 'when set, a worker (and `crawl`) serves /metrics, /healthz and /readyz on this port' },
+  METRICS_HOST: { default: '0.0.0.0', doc: 'the address the metrics port binds (0.0.0.0 in containers; 127.0.0.1 keeps it local)' },
+  LIVENESS_STALL_MS: { default: '5000', doc: '/healthz fails once the event loop has stalled this long (in the last 10 s)' },
+  DASHBOARD_USER: { default: '', doc: 'with DASHBOARD_PASSWORD: HTTP basic auth for every dashboard page; required to bind a non-loopback address' },
+  DASHBOARD_PASSWORD: { default: '', doc: 'the dashboard password (see DASHBOARD_USER)' },
 } as const;
 
 export type EnvName = keyof typeof ENV_TABLE;
@@ -37,6 +42,11 @@ const envSchema = z.object({
   WRITE_BATCH_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
   PROXY_LIST: z.string(),
   ROBOTS_CACHE_SECONDS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of seconds'),
+  METRICS_PORT: z.string().regex(/^(\d{1,5})?$/, 'must be a port number'),
+  METRICS_HOST: z.string().min(1),
+  LIVENESS_STALL_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
+  DASHBOARD_USER: z.string(),
+  DASHBOARD_PASSWORD: z.string(),
   HOST_RESOLVE: z.string().regex(/^(\s*[A-Za-z0-9.-]+:(\[[0-9a-fA-F:.]+\]|[0-9a-fA-F:.]+)\s*(,|$))*\s*$/, 'must be name:address pairs, comma-separated'),
 });
 
@@ -55,6 +65,12 @@ export interface Env {
   proxyList: string;
   robotsCacheSeconds: number;
   hostResolve: string;
+  /** undefined: no metrics server */
+  metricsPort: number | undefined;
+  metricsHost: string;
+  livenessStallMs: number;
+  dashboardUser: string;
+  dashboardPassword: string;
 }
 
 /** Reads a list given inline (comma/newline separated) or as `@path/to/file`. */
@@ -97,5 +113,10 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     proxyList: e.PROXY_LIST,
     robotsCacheSeconds: Number(e.ROBOTS_CACHE_SECONDS),
     hostResolve: e.HOST_RESOLVE,
+    metricsPort: e.METRICS_PORT === '' ? undefined : Number(e.METRICS_PORT),
+    metricsHost: e.METRICS_HOST,
+    livenessStallMs: Number(e.LIVENESS_STALL_MS),
+    dashboardUser: e.DASHBOARD_USER,
+    dashboardPassword: e.DASHBOARD_PASSWORD,
   };
 }

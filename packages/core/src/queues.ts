@@ -1,9 +1,23 @@
-import { Queue, type ConnectionOptions } from 'bullmq';
+import { Queue, type ConnectionOptions, type KeepJobs } from 'bullmq';
 import { STAGES, type Keys, type Stage } from './keys.js';
 
 export type Queues = Record<Stage, Queue>;
 
-/** The three stage queues. Completed jobs are removed at once: the frontier, not BullMQ, remembers URLs. */
+const DAY_SECONDS = 86_400;
+
+/**
+ * The jobs BullMQ keeps once they end, for Bull Board. Completed jobs go at once: the frontier, not
+ * BullMQ, remembers URLs, and a kept job would turn a later add of its id into a silent no-op.
+ * Dead-lettered jobs stay in the failed set with their reason, bounded by count and age; a failed
+ * parse job carries its page body, so few of those are kept.
+ */
+export const JOB_HISTORY: Record<Stage, { removeOnComplete: KeepJobs; removeOnFail: KeepJobs }> = {
+  fetch: { removeOnComplete: { count: 0 }, removeOnFail: { count: 5000, age: 7 * DAY_SECONDS } },
+  parse: { removeOnComplete: { count: 0 }, removeOnFail: { count: 100, age: DAY_SECONDS } },
+  write: { removeOnComplete: { count: 0 }, removeOnFail: { count: 5000, age: 7 * DAY_SECONDS } },
+};
+
+/** The three stage queues. */
 export function createQueues(connection: ConnectionOptions, keys: Keys): Queues {
   return Object.fromEntries(
     STAGES.map((stage) => [
@@ -11,7 +25,7 @@ export function createQueues(connection: ConnectionOptions, keys: Keys): Queues 
       new Queue(stage, {
         connection,
         prefix: keys.queuePrefix(stage),
-        defaultJobOptions: { removeOnComplete: true, removeOnFail: { count: 10_000 } },
+        defaultJobOptions: JOB_HISTORY[stage],
       }),
     ]),
   ) as Queues;

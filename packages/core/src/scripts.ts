@@ -13,6 +13,7 @@ const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
 
 const SCRIPT_FILES = {
   admitUrls: 'admitUrls-3.lua',
+  addPending: 'addPending-2.lua',
   beginJob: 'beginJob-4.lua',
   finishJob: 'finishJob-8.lua',
   delayJob: 'delayJob-4.lua',

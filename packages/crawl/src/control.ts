@@ -47,7 +47,10 @@ export async function cancelCrawl(redis: Redis, keys: Keys, queues: Queues, craw
   return state;
 }
 
-/** Forgets the crawl's queued jobs, frontier, dead letters and counters; stored items stay. */
+/**
+ * Forgets the crawl's queued jobs, frontier, dead letters (and their failed jobs in BullMQ, whose ids
+ * would otherwise block the same URLs when the crawl runs again) and counters; stored items stay.
+ */
 export async function resetCrawl(redis: Redis, keys: Keys, queues: Queues, crawlId: string): Promise<{ removedJobs: number }> {
   await requireState(redis, keys, crawlId);
   const k = keys.crawl(crawlId);
@@ -59,6 +62,9 @@ export async function resetCrawl(redis: Redis, keys: Keys, queues: Queues, crawl
       const removed = await queues[stage].remove(id).catch(() => 0);
       removedJobs += removed;
     }
+  }
+  for (const id of await redis.hkeys(k.dead)) {
+    for (const stage of STAGES) await queues[stage].remove(id).catch(() => 0);
   }
   await redis.del(...keys.allCrawlKeys(crawlId));
   await redis.srem(keys.crawlIndex(), crawlId);

@@ -10,15 +10,15 @@ import { enqueueJobs } from './lifecycle.js';
  */
 export const ADMIT_CHUNK = 1000;
 
-/**
- * Admits URLs to the frontier and enqueues a fetch job for each one to fetch, a chunk at a time.
- * Returns how many were new.
- */
-export async function admitAndEnqueue(redis: Redis, keys: Keys, queues: Queues, crawlId: string, spider: Spider, candidates: Candidate[], referer?: string): Promise<number> {
+/** What an admission changed in the crawl's counters: URLs newly seen, and the change to skipped. */
+export type AdmissionCounts = { seen: number; skipped: number };
+
+/** Admits URLs to the frontier and enqueues a fetch job for each one to fetch, a chunk at a time. */
+export async function admitAndEnqueue(redis: Redis, keys: Keys, queues: Queues, crawlId: string, spider: Spider, candidates: Candidate[], referer?: string): Promise<AdmissionCounts> {
   const unique = uniqueCandidates(candidates);
-  let fresh = 0;
+  const counts = { seen: 0, skipped: 0 };
   for (let i = 0; i < unique.length; i += ADMIT_CHUNK) {
-    const admitted = await admitUrls(redis, keys, crawlId, unique.slice(i, i + ADMIT_CHUNK), spider.maxPages);
+    const { admitted, skipped } = await admitUrls(redis, keys, crawlId, unique.slice(i, i + ADMIT_CHUNK), spider.maxPages);
     await enqueueJobs(
       redis,
       keys,
@@ -32,7 +32,8 @@ export async function admitAndEnqueue(redis: Redis, keys: Keys, queues: Queues, 
       })),
       true,
     );
-    fresh += admitted.filter((a) => a.isNew).length;
+    counts.seen += admitted.filter((a) => a.isNew).length;
+    counts.skipped += skipped;
   }
-  return fresh;
+  return counts;
 }

@@ -69,11 +69,18 @@ export interface JobToEnqueue<S extends Stage> {
 
 /**
  * Enqueues jobs of one crawl: pending first, then the queue, so completion never misses a job.
- * Deterministic job ids make a repeated enqueue a no-op while the job exists. `alreadyPending` skips
- * the first step for fetch jobs, which admitUrls put in pending atomically with their admission.
+ * Deterministic job ids make a repeated enqueue a no-op while the job exists; a dead-lettered job is
+ * not enqueued again (addPending-2.lua). `alreadyPending` skips the first step for fetch jobs, which
+ * admitUrls put in pending atomically with their admission.
  */
 export async function enqueueJobs<S extends Stage>(redis: Redis, keys: Keys, queues: Queues, stage: S, crawlId: string, jobs: JobToEnqueue<S>[], alreadyPending = false): Promise<void> {
   if (jobs.length === 0) return;
-  if (!alreadyPending) await redis.sadd(keys.crawl(crawlId).pending[stage], ...jobs.map((j) => j.id));
-  await queues[stage].addBulk(jobs.map((j) => ({ name: stage, data: j.data, opts: { ...j.opts, jobId: j.id } })));
+  let toAdd = jobs;
+  if (!alreadyPending) {
+    const k = keys.crawl(crawlId);
+    const pending = new Set(await runScript<string[]>(redis, 'addPending', [k.pending[stage], k.dead], jobs.map((j) => j.id)));
+    toAdd = jobs.filter((j) => pending.has(j.id));
+    if (toAdd.length === 0) return;
+  }
+  await queues[stage].addBulk(toAdd.map((j) => ({ name: stage, data: j.data, opts: { ...j.opts, jobId: j.id } })));
 }

@@ -35,9 +35,16 @@ const VERDICT_CODE: Record<ScopeVerdict, string> = { admit: 'a', 'out-of-scope':
  * Admits URLs to a crawl's frontier in one atomic step (admitUrls-3.lua) and returns the ones to
  * enqueue. Each URL is admitted once per crawl, whatever number of parsers find it at the same time.
  */
-export async function admitUrls(redis: Redis, keys: Keys, crawlId: string, candidates: Candidate[], maxPages: number | undefined): Promise<Admitted[]> {
+export interface Admission {
+  /** the URLs to enqueue */
+  admitted: Admitted[];
+  /** how much the crawl's `skipped` counter changed */
+  skipped: number;
+}
+
+export async function admitUrls(redis: Redis, keys: Keys, crawlId: string, candidates: Candidate[], maxPages: number | undefined): Promise<Admission> {
   const list = uniqueCandidates(candidates);
-  if (list.length === 0) return [];
+  if (list.length === 0) return { admitted: [], skipped: 0 };
   const k = keys.crawl(crawlId);
   const args: (string | number)[] = [maxPages ?? 0];
   const ids: string[] = [];
@@ -47,11 +54,11 @@ export async function admitUrls(redis: Redis, keys: Keys, crawlId: string, candi
     ids.push(id);
     args.push(fp, id, VERDICT_CODE[c.verdict]);
   }
-  const codes = await runScript<number[]>(redis, 'admitUrls', [k.urls, k.counters, k.pending.fetch], args);
+  const [codes, skipped] = await runScript<[number[], number]>(redis, 'admitUrls', [k.urls, k.counters, k.pending.fetch], args);
   const out: Admitted[] = [];
   list.forEach((c, i) => {
     const code = codes[i];
     if (code === 1 || code === 2) out.push({ url: c.url, depth: c.depth, ...(c.redirects ? { redirects: c.redirects } : {}), jobId: ids[i]!, isNew: code === 1 });
   });
-  return out;
+  return { admitted: out, skipped };
 }

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { Keys, closeQueues, connectRedis, createLogger, createQueues, loadEnv, type Env, type Logger, type Queues } from '@crawlfleet/core';
 import { CrawlCache } from '@crawlfleet/crawl';
+import { FleetMetrics } from '@crawlfleet/monitoring';
 
 /** What every stage needs: configuration, one command connection, the queues, the crawl cache. */
 export interface FleetContext {
@@ -10,16 +11,19 @@ export interface FleetContext {
   keys: Keys;
   queues: Queues;
   crawls: CrawlCache;
+  /** this process's Prometheus metrics (served when METRICS_PORT is set) */
+  metrics: FleetMetrics;
   close(): Promise<void>;
 }
 
-export async function createFleetContext(options: { env?: Env; log?: Logger; name?: string } = {}): Promise<FleetContext> {
+export async function createFleetContext(options: { env?: Env; log?: Logger; name?: string; metrics?: FleetMetrics } = {}): Promise<FleetContext> {
   const env = options.env ?? loadEnv();
   const log = options.log ?? createLogger({ level: env.logLevel, name: options.name ?? 'crawlfleet' });
   const redis = await connectRedis(env.redisUrl, log);
   const keys = new Keys(env.queuePrefix);
   const queues = createQueues(redis, keys);
   let closed = false;
+  let metrics = options.metrics;
   return {
     env,
     log,
@@ -27,6 +31,10 @@ export async function createFleetContext(options: { env?: Env; log?: Logger; nam
     keys,
     queues,
     crawls: new CrawlCache(redis, keys),
+    // Made on first use: short commands (status, seed) never pay for the default collectors.
+    get metrics() {
+      return (metrics ??= new FleetMetrics({ process: options.name ?? 'crawlfleet' }));
+    },
     async close() {
       if (closed) return;
       closed = true;

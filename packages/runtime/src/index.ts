@@ -2,3 +2,4 @@ export * from './context.js';
 export * from './stage-worker.js';
 export * from './backpressure.js';
 export * from './shutdown.js';
+export * from './metrics-server.js';

@@ -1,5 +1,6 @@
 import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import {
+  JOB_HISTORY,
   NonRetryableError,
   RetryableError,
   errorMessage,
@@ -49,7 +50,7 @@ const PAUSED_RECHECK_MS = 60_000;
  */
 export function createStageWorker<S extends Stage>(ctx: FleetContext, options: StageWorkerOptions<S>): Worker {
   const { stage, handler } = options;
-  const { redis, keys, log } = ctx;
+  const { redis, keys, log, metrics } = ctx;
 
   const processor = async (job: Job, token?: string): Promise<void> => {
     const id = job.id!;
@@ -63,9 +64,8 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
           dead: { url: String(job.data?.url ?? ''), stage, reason: checked.reason, code: 'ERR_INVALID_JOB', attempts: job.attemptsMade + 1, at: new Date().toISOString(), data: job.data },
         });
       }
-      // Without a crawl to hold it, the job stays in BullMQ's failed set with the reason.
-      if (!crawlId) throw new UnrecoverableError(checked.reason);
-      return;
+      // BullMQ's failed set keeps it with the reason (the only record of it without a crawl).
+      throw deadLetterError(checked.reason);
     }
     const data = checked.job;
     const begun = await beginJob(redis, keys, data.crawlId, stage, id);
@@ -87,18 +87,18 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     const deferrals = Math.max(0, (job.attemptsStarted ?? 1) - job.attemptsMade - 1);
     try {
       const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts, deferrals });
-      await finishJob(redis, keys, data.crawlId, stage, id, result);
+      if ((await finishJob(redis, keys, data.crawlId, stage, id, result)) !== 'already') metrics.count(result.counters ?? {});
     } catch (err) {
       if (err instanceof DelayedError) throw err;
       if (err instanceof DeferError) {
         // Parked in BullMQ's delayed set: the slot is free at once, and no attempt is used up.
-        await delayJob(redis, keys, data.crawlId, stage, id, 'deferred');
+        if (await delayJob(redis, keys, data.crawlId, stage, id, 'deferred')) metrics.count({ deferred: 1 });
         await job.moveToDelayed(Date.now() + err.waitMs, token);
         throw new DelayedError();
       }
       const retryable = !(err instanceof NonRetryableError);
       if (retryable && job.attemptsMade + 1 < attempts) {
-        await delayJob(redis, keys, data.crawlId, stage, id, 'retries');
+        if (await delayJob(redis, keys, data.crawlId, stage, id, 'retries')) metrics.count({ retries: 1 });
         log.debug({ stage, url: data.url, attempt: job.attemptsMade + 1, err: errorMessage(err) }, 'will retry');
         throw err;
       }
@@ -106,9 +106,10 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       const extra = err instanceof GiveUpError ? err.result : {};
       // An HTTP error page is routine on real sites; anything else deserves a look.
       log[code === 'ERR_HTTP_STATUS' ? 'debug' : 'warn']({ stage, url: data.url, code, reason: errorMessage(err) }, 'dead-lettered');
-      await finishJob(redis, keys, data.crawlId, stage, id, {
+      const counters = { ...extra.counters, failed: 1 };
+      const finished = await finishJob(redis, keys, data.crawlId, stage, id, {
         ...extra,
-        counters: { ...extra.counters, failed: 1 },
+        counters,
         dead: {
           url: data.url,
           stage,
@@ -119,6 +120,12 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
           data: stage === 'parse' ? { ...data, body: undefined } : data,
         },
       });
+      if (finished !== 'already') {
+        metrics.count(counters);
+        metrics.deadLetter(stage, code);
+      }
+      // BullMQ's own failed set keeps it too, with the reason, for Bull Board; it is not retried.
+      throw deadLetterError(`${code}: ${errorMessage(err)}`);
     }
   };
 
@@ -129,8 +136,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     lockDuration: ctx.env.lockDurationMs,
     stalledInterval: Math.max(1000, Math.floor(ctx.env.lockDurationMs / 2)),
     maxStalledCount: 5,
-    removeOnComplete: { count: 0 },
-    removeOnFail: { count: 10_000 },
+    ...JOB_HISTORY[stage],
     settings: {
       backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) =>
         retryDelay(attemptsMade, err instanceof RetryableError ? err.retryAfterMs : undefined),
@@ -138,6 +144,13 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
   });
   worker.on('error', (err) => log.error({ stage, err: { message: err.message } }, 'worker error'));
   return worker;
+}
+
+/** Ends a dead-lettered job in BullMQ's failed set: the reason alone, since a stack of the harness tells nothing. */
+function deadLetterError(reason: string): UnrecoverableError {
+  const err = new UnrecoverableError(reason);
+  err.stack = `${err.name}: ${reason}`;
+  return err;
 }
 
 /**

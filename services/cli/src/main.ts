@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { errorMessage } from '@crawlfleet/core';
 import { assertCrawlId } from '@crawlfleet/crawl';
 import { crawlCommand } from './commands/crawl.js';
+import { dashboardCommand } from './commands/dashboard.js';
 import { exportCommand } from './commands/export.js';
 import { CONTROL_ACTIONS, controlCommand } from './commands/control.js';
 import { monitorCommand } from './commands/monitor.js';
@@ -87,6 +88,15 @@ program
   .action(run((opts: Parameters<typeof monitorCommand>[0]) => monitorCommand(opts)));
 
 program
+  .command('dashboard')
+  .description('Bull Board at /, status objects at /api/crawls, Prometheus metrics at /metrics, /healthz and /readyz')
+  .option('--port <port>', 'port to listen on', positiveInt('--port'), 3000)
+  .option('--host <address>', 'address to bind; anything but loopback needs DASHBOARD_USER and DASHBOARD_PASSWORD', '127.0.0.1')
+  .option('--read-only', 'Bull Board without retry, promote, clean or remove')
+  .addOption(redisOption())
+  .action(run((opts: Parameters<typeof dashboardCommand>[0]) => dashboardCommand(opts)));
+
+program
   .command('export')
   .description('write the items stored in MongoDB for a crawl to .jsonl or .csv')
   .addOption(crawlIdOption().makeOptionMandatory())
@@ -115,6 +125,6 @@ try {
   process.exitCode = code;
 }
 // Short commands end here; long-running ones (worker, crawl) keep the event loop alive themselves.
-if (!['worker'].includes(process.argv[2] ?? '')) {
+if (!['worker', 'dashboard'].includes(process.argv[2] ?? '')) {
   setTimeout(() => process.exit(process.exitCode ?? 0), 100).unref();
 }

@@ -53,6 +53,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         case 'robots-unavailable':
           throw new RetryableError('ERR_ROBOTS_UNAVAILABLE', outcome.reason, { url: data.url });
         case 'error': {
+          ctx.metrics.fetchError((outcome.error as { code?: string }).code ?? 'ERR_UNKNOWN');
           // A proxy that failed is not the URL's fault: go again through another, without spending an
           // attempt, until every proxy has been tried once.
           const avoid = data.avoidProxies ?? [];
@@ -64,9 +65,11 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         }
       }
       const { page, verdict, proxy } = outcome;
+      ctx.metrics.response(page.status, page.elapsedMs / 1000, page.body.length);
       const fetched = { counters: { fetched: 1 }, url: { fingerprint, state: 'd' } };
       if (verdict.kind === 'blocked') {
         await ctx.redis.hincrby(ctx.keys.crawl(data.crawlId).counters, 'blocked', 1);
+        ctx.metrics.count({ blocked: 1 });
         if (isLastAttempt) throw new GiveUpError('ERR_BLOCKED', verdict.reason, fetched, { url: data.url, status: page.status, proxy: proxy?.label });
         if (proxy) await job.updateData({ ...data, avoidProxies: [...new Set([...(data.avoidProxies ?? []), proxy.id])] } satisfies FetchJob);
         throw new RetryableError('ERR_BLOCKED', verdict.reason, { url: data.url, proxy: proxy?.label }, { retryAfterMs: outcome.retryAfterMs });
@@ -80,7 +83,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         if (redirects > spider.limits.maxRedirects) throw new GiveUpError('ERR_TOO_MANY_REDIRECTS', `more than ${spider.limits.maxRedirects} redirects (limits.maxRedirects), the last to ${verdict.location}`, done, { url: data.url });
         if (!target) throw new GiveUpError('ERR_HTTP_STATUS', `HTTP ${page.status} to ${verdict.location}, which is not an http(s) URL`, done, { url: data.url });
         const verdictForTarget = scopeVerdict(target, data.depth, spider, allowedHosts(spider));
-        await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects }], data.url);
+        ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects }], data.url));
         ctx.log.debug({ url: data.url, status: page.status, location: target, scope: verdictForTarget }, 'redirect to another origin: its target is a new URL of the crawl');
         return { ...done, counters: { redirected: 1 } };
       }

@@ -34,7 +34,7 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       const depth = data.depth + 1;
       const allowed = allowedHosts(spider);
       const candidates = links.map((url) => ({ url, depth, verdict: scopeVerdict(url, depth, spider, allowed) }));
-      await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, data.url);
+      ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, data.url));
       return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow } };
     },
   });

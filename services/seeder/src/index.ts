@@ -65,7 +65,7 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
   const crawlId = options.crawlId ?? newCrawlId(spider.name);
   const created = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId));
   const candidates: Candidate[] = [...urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })), ...fromSitemaps];
-  const admitted = await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates);
+  const { seen: admitted } = await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates);
   await checkDone(ctx.redis, ctx.keys, crawlId);
   ctx.log.info({ crawlId, created, admitted, seeds: urls.length, fromSitemaps: fromSitemaps.length }, created ? 'crawl registered' : 'crawl resumed');
   return { crawlId, created, admitted };

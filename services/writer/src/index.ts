@@ -1,4 +1,4 @@
-import { ItemsRejectedError, closeMongoConnections, openSink, type ItemSink, type OpenSinkOptions } from '@crawlfleet/storage';
+import { ItemsRejectedError, closeMongoConnections, mongoConnection, openSink, type ItemSink, type OpenSinkOptions } from '@crawlfleet/storage';
 import { NonRetryableError } from '@crawlfleet/core';
 import { createStageWorker, runningStage, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 import type { CrawlRecord } from '@crawlfleet/crawl';
@@ -43,6 +43,11 @@ class SinkPool {
   async closeAll(): Promise<void> {
     await Promise.all([...this.open.keys()].map((id) => this.close(id)));
   }
+}
+
+/** Readiness of a writer's MongoDB: the server answers a ping. */
+export function mongoReadiness(url: string): { name: string; check: () => Promise<unknown> } {
+  return { name: 'mongodb', check: async () => (await mongoConnection(url)).db!.admin().ping() };
 }
 
 /**

@@ -1,8 +1,8 @@
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
 import { loadProxyList } from '@crawlfleet/politeness';
-import { createFleetContext, onShutdownSignal, type RunningStage } from '@crawlfleet/runtime';
-import { startWriter } from '@crawlfleet/writer';
+import { createFleetContext, onShutdownSignal, serveMetrics, type RunningStage } from '@crawlfleet/runtime';
+import { mongoReadiness, startWriter } from '@crawlfleet/writer';
 import { ConfigError } from '@crawlfleet/core';
 import { envWith } from '../options.js';
 
@@ -10,6 +10,7 @@ export const WORKER_KINDS = ['fetcher', 'parser', 'writer'] as const;
 type WorkerKind = (typeof WORKER_KINDS)[number];
 
 const DEFAULT_CONCURRENCY: Record<WorkerKind, number> = { fetcher: 32, parser: 4, writer: 32 };
+const STAGE_OF = { fetcher: 'fetch', parser: 'parse', writer: 'write' } as const;
 
 /** One long-lived stage worker serving every crawl; SIGTERM/SIGINT finish in-flight jobs, then exit 0. */
 export async function workerCommand(kind: string, options: { concurrency?: number; redis?: string; proxies?: string }): Promise<number> {
@@ -20,9 +21,12 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
   const ctx = await createFleetContext({ env, name: k });
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[k];
   const stage: RunningStage = k === 'fetcher' ? startFetcher(ctx, { concurrency, proxies }) : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
-  ctx.log.info({ stage: k, concurrency, pid: process.pid, proxies: proxies.map((p) => p.label) }, 'worker ready');
+  // A writer is not ready while the MongoDB it was given (MONGO_URL) does not answer.
+  const metrics = await serveMetrics(ctx, [STAGE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
+  ctx.log.info({ stage: k, concurrency, pid: process.pid, proxies: proxies.map((p) => p.label), metricsPort: metrics?.port }, 'worker ready');
   onShutdownSignal(ctx.log, async () => {
     await stage.close();
+    await metrics?.close();
     await ctx.close();
   });
   // Runs until a signal; the handler exits the process.

@@ -1,0 +1,92 @@
+import { Gauge, type Registry } from 'prom-client';
+import type { Redis } from 'ioredis';
+import type { Keys, Queues, Stage } from '@crawlfleet/core';
+import { COUNTER_NAMES, getStatus, listCrawlIds } from '@crawlfleet/crawl';
+
+const JOB_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed', 'completed'] as const;
+/** What autoscaling reads: every job of the queue that is not finished (delayed ones included). */
+const BACKLOG_STATES = ['waiting', 'active', 'delayed', 'prioritized'] as const;
+
+/**
+ * Per queue and state, read from BullMQ at each scrape; and each queue's backlog, the metric
+ * autoscaling uses (a KEDA Redis-list scaler would see the wait list only, not delayed jobs).
+ */
+export function registerQueueGauges(registry: Registry, queues: Partial<Queues>): void {
+  const list = Object.entries(queues) as [Stage, Queues[Stage]][];
+  new Gauge({
+    name: 'crawlfleet_queue_jobs',
+    help: 'BullMQ jobs per queue and state (every crawl)',
+    labelNames: ['queue', 'state'],
+    registers: [registry],
+    async collect() {
+      for (const [stage, queue] of list) {
+        const counts = await queue.getJobCounts(...JOB_STATES);
+        for (const state of JOB_STATES) this.set({ queue: stage, state }, counts[state] ?? 0);
+      }
+    },
+  });
+  new Gauge({
+    name: 'crawlfleet_queue_backlog',
+    help: 'jobs of the queue not finished yet: waiting, active, delayed and prioritized',
+    labelNames: ['queue'],
+    registers: [registry],
+    async collect() {
+      for (const [stage, queue] of list) {
+        const counts = await queue.getJobCounts(...BACKLOG_STATES);
+        this.set({ queue: stage }, BACKLOG_STATES.reduce((n, s) => n + (counts[s] ?? 0), 0));
+      }
+    },
+  });
+}
+
+/** Every crawl's status counters and state, read from Redis at each scrape (exact, fleet-wide). */
+export function registerCrawlGauges(registry: Registry, redis: Redis, keys: Keys): void {
+  const statuses = async () => (await Promise.all((await listCrawlIds(redis, keys)).map((id) => getStatus(redis, keys, id)))).filter((s) => s !== undefined);
+  new Gauge({
+    name: 'crawlfleet_crawl_counter',
+    help: "a crawl's status counter, as `status` shows it",
+    labelNames: ['crawl', 'spider', 'counter'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const s of await statuses()) for (const counter of COUNTER_NAMES) this.set({ crawl: s.crawlId, spider: s.spider, counter }, s.counters[counter]);
+    },
+  });
+  new Gauge({
+    name: 'crawlfleet_crawl_running',
+    help: '1 while the crawl runs, 0 once it is paused, done, failed or cancelled',
+    labelNames: ['crawl', 'state'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const s of await statuses()) this.set({ crawl: s.crawlId, state: s.state }, s.state === 'running' ? 1 : 0);
+    },
+  });
+}
+
+export interface ProxyGaugeRow {
+  proxy: string;
+  state: 'ok' | 'banned';
+  ok: number;
+  failed: number;
+  blocked: number;
+}
+
+/** Per proxy (credentials redacted): requests, failures, blocks and state, fleet-wide from Redis. */
+export function registerProxyGauges(registry: Registry, read: () => Promise<ProxyGaugeRow[]>): void {
+  const gauge = (name: string, help: string, value: (p: ProxyGaugeRow) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['proxy'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const p of await read()) this.set({ proxy: p.proxy }, value(p));
+      },
+    });
+  gauge('crawlfleet_proxy_requests', 'requests through the proxy that got an answer or failed (fleet-wide)', (p) => p.ok + p.failed + p.blocked);
+  gauge('crawlfleet_proxy_failures', 'requests the proxy itself failed', (p) => p.failed);
+  gauge('crawlfleet_proxy_blocks', 'responses through the proxy classified as blocks', (p) => p.blocked);
+  gauge('crawlfleet_proxy_up', '1 when the proxy is in rotation, 0 while banned', (p) => (p.state === 'ok' ? 1 : 0));
+}

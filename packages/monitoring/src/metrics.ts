@@ -1,0 +1,85 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { CounterName, CounterIncrements } from '@crawlfleet/crawl';
+
+/**
+ * Each status counter has a metric of its own, incremented where the crawl's counter is, so a
+ * Prometheus sum over the fleet's workers equals the counters of the crawls they served (a job that
+ * runs again after a crash counts again here, never in Redis).
+ */
+export const COUNTER_METRICS: Record<CounterName, { name: string; help: string }> = {
+  seen: { name: 'crawlfleet_urls_seen_total', help: 'URLs admitted to a frontier' },
+  fetched: { name: 'crawlfleet_pages_fetched_total', help: 'URLs that got a final HTTP response' },
+  parsed: { name: 'crawlfleet_pages_parsed_total', help: 'pages that went through extraction' },
+  items: { name: 'crawlfleet_items_parsed_total', help: 'items extracted' },
+  written: { name: 'crawlfleet_items_written_total', help: 'items durably stored in a sink' },
+  invalid: { name: 'crawlfleet_items_invalid_total', help: 'items dropped as invalid' },
+  failed: { name: 'crawlfleet_urls_failed_total', help: 'URLs given up on, each in a dead-letter set' },
+  blocked: { name: 'crawlfleet_blocks_total', help: 'responses classified as blocks' },
+  retries: { name: 'crawlfleet_retries_total', help: 'retry attempts' },
+  // A gauge: a URL skipped as too deep and admitted later by a shorter path takes one back.
+  skipped: { name: 'crawlfleet_urls_skipped', help: 'URLs refused by robots.txt, scope or limits (net, as this process changed the counter)' },
+  deferred: { name: 'crawlfleet_deferrals_total', help: 'times a job was parked to wait for its host or proxy' },
+  redirected: { name: 'crawlfleet_urls_redirected_total', help: 'URLs that redirected to another origin' },
+};
+
+const statusClass = (status: number) => `${Math.floor(status / 100)}xx`;
+
+/** A process's metrics: prom-client's defaults (CPU, memory, event-loop lag) and the fleet's own. */
+export class FleetMetrics {
+  readonly registry = new Registry();
+  private readonly counters = new Map<string, Counter | Gauge>();
+  private readonly responses: Counter<'status_class'>;
+  private readonly fetchSeconds: Histogram<'status_class'>;
+  private readonly downloadedBytes: Counter;
+  private readonly fetchErrors: Counter<'code'>;
+  private readonly deadLetters: Counter<'stage' | 'code'>;
+  private readonly batchSize: Histogram;
+  private readonly batchSeconds: Histogram;
+
+  constructor(labels: Record<string, string> = {}) {
+    this.registry.setDefaultLabels(labels);
+    collectDefaultMetrics({ register: this.registry, prefix: 'crawlfleet_process_' });
+    const registers = [this.registry];
+    for (const [counter, m] of Object.entries(COUNTER_METRICS)) {
+      this.counters.set(counter, m.name.endsWith('_total') ? new Counter({ name: m.name, help: m.help, registers }) : new Gauge({ name: m.name, help: m.help, registers }));
+    }
+    this.responses = new Counter({ name: 'crawlfleet_http_responses_total', help: 'HTTP responses to page requests, by status class (retried ones included)', labelNames: ['status_class'], registers });
+    this.fetchSeconds = new Histogram({
+      name: 'crawlfleet_fetch_duration_seconds',
+      help: 'time from request to the whole body, by status class',
+      labelNames: ['status_class'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.downloadedBytes = new Counter({ name: 'crawlfleet_downloaded_bytes_total', help: 'response bytes downloaded (decompressed)', registers });
+    this.fetchErrors = new Counter({ name: 'crawlfleet_fetch_errors_total', help: 'page requests that got no response, by error code', labelNames: ['code'], registers });
+    this.deadLetters = new Counter({ name: 'crawlfleet_dead_letters_total', help: 'jobs dead-lettered, by stage and code', labelNames: ['stage', 'code'], registers });
+    this.batchSize = new Histogram({ name: 'crawlfleet_write_batch_items', help: 'items per sink flush', buckets: [1, 10, 50, 100, 250, 500, 1000, 5000], registers });
+    this.batchSeconds = new Histogram({ name: 'crawlfleet_write_batch_duration_seconds', help: 'time to flush a batch to the sink, retries included', buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 5, 30], registers });
+  }
+
+  /** Counts a job's counter increments (the ones finishJob or delayJob applied to the crawl). */
+  count(increments: CounterIncrements): void {
+    for (const [name, n] of Object.entries(increments)) if (n) this.counters.get(name)?.inc(n);
+  }
+
+  response(status: number, seconds: number, bytes: number): void {
+    const labels = { status_class: statusClass(status) };
+    this.responses.inc(labels);
+    this.fetchSeconds.observe(labels, seconds);
+    this.downloadedBytes.inc(bytes);
+  }
+
+  fetchError(code: string): void {
+    this.fetchErrors.inc({ code });
+  }
+
+  deadLetter(stage: string, code: string): void {
+    this.deadLetters.inc({ stage, code });
+  }
+
+  writeBatch(items: number, seconds: number): void {
+    this.batchSize.observe(items);
+    this.batchSeconds.observe(seconds);
+  }
+}

@@ -1,0 +1,96 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+import { errorMessage, type Logger } from '@crawlfleet/core';
+import { Heartbeat } from './liveness.js';
+
+/** A readiness check: resolves when the dependency answers, throws (or times out) when it does not. */
+export type ReadinessCheck = { name: string; check: () => Promise<unknown> };
+
+export interface HealthOptions {
+  registry: Registry;
+  checks: ReadinessCheck[];
+  /** liveness fails when the event loop has stalled this long (LIVENESS_STALL_MS) */
+  stallMs: number;
+  /** a check that takes longer than this fails */
+  checkTimeoutMs?: number;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms))),
+  ]);
+}
+
+/**
+ * The handlers of `/metrics`, `/healthz` (liveness: the event loop runs) and `/readyz` (readiness:
+ * every dependency answers). Returns false for any other path, so a web framework can go on.
+ */
+export function healthHandler(options: HealthOptions): { handle(req: IncomingMessage, res: ServerResponse): Promise<boolean>; close(): void } {
+  const heartbeat = new Heartbeat();
+  const timeoutMs = options.checkTimeoutMs ?? 1000;
+  const json = (res: ServerResponse, status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
+  return {
+    async handle(req, res) {
+      const path = new URL(req.url ?? '/', 'http://x').pathname;
+      if (path === '/metrics') {
+        res.writeHead(200, { 'content-type': options.registry.contentType }).end(await options.registry.metrics());
+        return true;
+      }
+      if (path === '/healthz') {
+        const stalledMs = heartbeat.stalledMs();
+        json(res, stalledMs > options.stallMs ? 503 : 200, { live: stalledMs <= options.stallMs, eventLoopStalledMs: stalledMs });
+        return true;
+      }
+      if (path === '/readyz') {
+        const results = await Promise.all(
+          options.checks.map(async ({ name, check }) => {
+            try {
+              await withTimeout(check(), timeoutMs, name);
+              return { name, ok: true };
+            } catch (err) {
+              return { name, ok: false, error: errorMessage(err) };
+            }
+          }),
+        );
+        const ready = results.every((r) => r.ok);
+        json(res, ready ? 200 : 503, { ready, checks: results });
+        return true;
+      }
+      return false;
+    },
+    close: () => heartbeat.stop(),
+  };
+}
+
+export interface MetricsServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+/** A worker's `/metrics`, `/healthz` and `/readyz` on METRICS_HOST:METRICS_PORT. */
+export async function startMetricsServer(options: HealthOptions & { host: string; port: number; log: Logger }): Promise<MetricsServer> {
+  const handler = healthHandler(options);
+  const server: Server = createServer((req, res) => {
+    handler.handle(req, res).then(
+      (handled) => handled || res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics, /healthz or /readyz\n'),
+      (err: unknown) => res.writeHead(500).end(errorMessage(err)),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  options.log.info({ host: options.host, port }, 'serving /metrics, /healthz and /readyz');
+  return {
+    port,
+    async close() {
+      handler.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

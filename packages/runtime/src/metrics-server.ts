@@ -1,0 +1,21 @@
+import { registerQueueGauges, startMetricsServer, type MetricsServer, type ReadinessCheck } from '@crawlfleet/monitoring';
+import type { Stage } from '@crawlfleet/core';
+import type { FleetContext } from './context.js';
+
+/**
+ * When METRICS_PORT is set: this process's metrics, the backlog of the queues it serves (what
+ * autoscaling reads), liveness, and readiness (Redis answers, plus the checks given).
+ */
+export async function serveMetrics(ctx: FleetContext, stages: readonly Stage[], checks: ReadinessCheck[] = []): Promise<MetricsServer | undefined> {
+  const { metricsPort, metricsHost, livenessStallMs } = ctx.env;
+  if (metricsPort === undefined) return undefined;
+  registerQueueGauges(ctx.metrics.registry, Object.fromEntries(stages.map((s) => [s, ctx.queues[s]])));
+  return startMetricsServer({
+    host: metricsHost,
+    port: metricsPort,
+    log: ctx.log,
+    registry: ctx.metrics.registry,
+    stallMs: livenessStallMs,
+    checks: [{ name: 'redis', check: () => ctx.redis.ping() }, ...checks],
+  });
+}

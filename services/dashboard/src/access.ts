@@ -1,0 +1,47 @@
+import { timingSafeEqual } from 'node:crypto';
+import { isIP } from 'node:net';
+import { ConfigError } from '@crawlfleet/core';
+
+/** Pure: does this bind address keep the dashboard on this machine? */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  if (h === 'localhost' || h === '::1') return true;
+  return isIP(h) === 4 && h.startsWith('127.');
+}
+
+export interface Credentials {
+  user: string;
+  password: string;
+}
+
+/**
+ * Pure: the dashboard's access rule. With DASHBOARD_USER and DASHBOARD_PASSWORD, every page asks for
+ * them (HTTP basic auth); without, it may bind to loopback only. Returns the credentials, or none.
+ */
+export function dashboardAccess(host: string, user: string, password: string): Credentials | undefined {
+  if ((user === '') !== (password === '')) throw new ConfigError('dashboard: set both DASHBOARD_USER and DASHBOARD_PASSWORD, or neither', { file: 'environment' });
+  if (user !== '') return { user, password };
+  if (!isLoopbackHost(host)) {
+    throw new ConfigError(`dashboard: refusing to serve ${host} without DASHBOARD_USER and DASHBOARD_PASSWORD (Bull Board can retry and remove jobs); bind 127.0.0.1, or set both`, { file: 'environment' });
+  }
+  return undefined;
+}
+
+const same = (a: string, b: string) => {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+};
+
+/** Pure: does an Authorization header carry these credentials? */
+export function authorized(header: string | undefined, expected: Credentials): boolean {
+  const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
+  if (!match) return false;
+  const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) return false;
+  // Both compared, always, so the time taken says nothing about which one was wrong.
+  const userOk = same(decoded.slice(0, colon), expected.user);
+  const passwordOk = same(decoded.slice(colon + 1), expected.password);
+  return userOk && passwordOk;
+}

@@ -1,0 +1,87 @@
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import express from 'express';
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { ExpressAdapter } from '@bull-board/express';
+import { STAGES } from '@crawlfleet/core';
+import { getStatus, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
+import { healthHandler, registerCrawlGauges, registerProxyGauges, registerQueueGauges } from '@crawlfleet/monitoring';
+import { proxyView, readProxyHealth } from '@crawlfleet/politeness';
+import type { FleetContext } from '@crawlfleet/runtime';
+import { authorized, dashboardAccess } from './access.js';
+
+export { authorized, dashboardAccess, isLoopbackHost } from './access.js';
+
+export interface DashboardOptions {
+  host: string;
+  port: number;
+  /** Bull Board without retry, promote, clean or remove */
+  readOnly: boolean;
+}
+
+export interface RunningDashboard {
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * `crawlfleet dashboard`: Bull Board for the fetch, parse and write queues at `/`, the status objects
+ * at `/api/crawls`, the fleet's Prometheus metrics at `/metrics` (queues, crawls, proxies), and
+ * `/healthz` and `/readyz`, which alone need no credentials (probes; they tell nothing of the crawls).
+ */
+export async function startDashboard(ctx: FleetContext, options: DashboardOptions): Promise<RunningDashboard> {
+  const credentials = dashboardAccess(options.host, ctx.env.dashboardUser, ctx.env.dashboardPassword);
+  const { registry } = ctx.metrics;
+  registerQueueGauges(registry, ctx.queues);
+  registerCrawlGauges(registry, ctx.redis, ctx.keys);
+  registerProxyGauges(registry, async () => {
+    const now = Date.now();
+    return (await readProxyHealth(ctx.redis, ctx.keys)).map((h) => proxyView(h, now));
+  });
+  const health = healthHandler({ registry, stallMs: ctx.env.livenessStallMs, checks: [{ name: 'redis', check: () => ctx.redis.ping() }] });
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.get(['/healthz', '/readyz'], (req, res, next) => void health.handle(req, res).then((done) => done || next(), next));
+  if (credentials) {
+    app.use((req, res, next) => {
+      if (authorized(req.headers.authorization, credentials)) return next();
+      res.set('WWW-Authenticate', 'Basic realm="crawlfleet", charset="UTF-8"').status(401).type('text/plain').send('authentication required\n');
+    });
+  }
+  app.get('/metrics', (req, res, next) => void health.handle(req, res).then((done) => done || next(), next));
+  app.get('/api/crawls', (_req, res, next) => {
+    crawlStatuses(ctx).then((statuses) => res.json(statuses), next);
+  });
+  const board = new ExpressAdapter();
+  board.setBasePath('/');
+  createBullBoard({
+    queues: STAGES.map((stage) => new BullMQAdapter(ctx.queues[stage], { readOnlyMode: options.readOnly, description: `the ${stage} stage` })),
+    serverAdapter: board,
+    options: { uiConfig: { boardTitle: 'crawlfleet' } },
+  });
+  app.use('/', board.getRouter());
+
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(options.port, options.host, (err?: Error) => (err ? reject(err) : resolve(s)));
+    s.once('error', reject);
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`;
+  ctx.log.info({ url, auth: credentials ? 'basic' : 'none (loopback only)', readOnly: options.readOnly }, 'dashboard: Bull Board at /, /api/crawls, /metrics, /healthz, /readyz');
+  return {
+    url,
+    async close() {
+      health.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Every crawl's status object, as `status --json` prints them. */
+async function crawlStatuses(ctx: FleetContext): Promise<CrawlStatus[]> {
+  const found = await Promise.all((await listCrawlIds(ctx.redis, ctx.keys)).map((id) => getStatus(ctx.redis, ctx.keys, id)));
+  return found.filter((s): s is CrawlStatus => s !== undefined);
+}

@@ -1,0 +1,58 @@
+import { authorized, dashboardAccess, isLoopbackHost } from '@crawlfleet/dashboard';
+import { COUNTER_METRICS, FleetMetrics, Heartbeat } from '@crawlfleet/monitoring';
+import { COUNTER_NAMES } from '@crawlfleet/crawl';
+
+const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+
+describe('dashboard access', () => {
+  test('loopback binds need no credentials; any other bind without them is refused (exit 2); half a pair is refused', () => {
+    for (const host of ['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost']) expect(isLoopbackHost(host)).toBe(true);
+    for (const host of ['0.0.0.0', '::', '10.0.0.5', 'dashboard.example.com']) expect(isLoopbackHost(host)).toBe(false);
+    expect(dashboardAccess('127.0.0.1', '', '')).toBeUndefined();
+    expect(() => dashboardAccess('0.0.0.0', '', '')).toThrow(expect.objectContaining({ code: 'ERR_CONFIG', message: expect.stringContaining('refusing to serve 0.0.0.0') }));
+    expect(() => dashboardAccess('127.0.0.1', 'admin', '')).toThrow(expect.objectContaining({ code: 'ERR_CONFIG' }));
+    expect(dashboardAccess('0.0.0.0', 'admin', 's3cret')).toEqual({ user: 'admin', password: 's3cret' });
+  });
+
+  test('basic auth: the right pair only', () => {
+    const creds = { user: 'admin', password: 'pa:ss' };
+    expect(authorized(basic('admin', 'pa:ss'), creds)).toBe(true);
+    expect(authorized(basic('admin', 'pa:s'), creds)).toBe(false);
+    expect(authorized(basic('Admin', 'pa:ss'), creds)).toBe(false);
+    expect(authorized(undefined, creds)).toBe(false);
+    expect(authorized('Bearer x', creds)).toBe(false);
+    expect(authorized('Basic !!!', creds)).toBe(false);
+  });
+});
+
+describe('metrics', () => {
+  test('every status counter has a metric of its own, and count() moves exactly those', async () => {
+    expect(Object.keys(COUNTER_METRICS).sort()).toEqual([...COUNTER_NAMES].sort());
+    const metrics = new FleetMetrics({ process: 'test' });
+    metrics.count({ fetched: 2, items: 5 });
+    metrics.count({ fetched: 1, skipped: -1, 'dead.fetch': 1 });
+    metrics.response(404, 0.2, 1000);
+    metrics.deadLetter('fetch', 'ERR_HTTP_STATUS');
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('crawlfleet_pages_fetched_total{process="test"} 3');
+    expect(text).toContain('crawlfleet_items_parsed_total{process="test"} 5');
+    expect(text).toContain('crawlfleet_http_responses_total{status_class="4xx",process="test"} 1');
+    expect(text).toContain('crawlfleet_downloaded_bytes_total{process="test"} 1000');
+    expect(text).toContain('crawlfleet_dead_letters_total{stage="fetch",code="ERR_HTTP_STATUS",process="test"} 1');
+    expect(text).toContain('crawlfleet_process_nodejs_eventloop_lag_seconds');
+  });
+
+  test('the heartbeat reports a stall of the event loop, and remembers it for its window', async () => {
+    const beat = new Heartbeat(20, 1000);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(beat.stalledMs()).toBeLessThan(100);
+    const until = Date.now() + 300;
+    while (Date.now() < until) {
+      // the loop is blocked on purpose
+    }
+    expect(beat.stalledMs()).toBeGreaterThanOrEqual(250);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(beat.stalledMs()).toBeGreaterThanOrEqual(250);
+    beat.stop();
+  });
+});
