@@ -84,3 +84,16 @@ ensure_ferretdb() {
   (cd "$src" && go build -o "$FERRETDB_BIN.tmp" ./cmd/ferretdb) && mv "$FERRETDB_BIN.tmp" "$FERRETDB_BIN"
   rm -rf "$src"
 }
+
+# kustomize, to render infra/k8s/overlays/* for the Kubernetes manifest test. Built once from the
+# Go module proxy and cached; v5.8.3 needs Go 1.27, v5.8.2 (kustomize/api v0.21.2) builds on 1.26.
+KUSTOMIZE_VERSION=v5.8.2
+ensure_kustomize() {
+  local cache="${XDG_CACHE_HOME:-$HOME/.cache}/crawlfleet/kustomize-$KUSTOMIZE_VERSION"
+  export KUSTOMIZE_BIN="$cache/kustomize"
+  [ -x "$KUSTOMIZE_BIN" ] && return 0
+  command -v go >/dev/null 2>&1 || { echo "kustomize needs Go to build" >&2; return 1; }
+  echo "building kustomize $KUSTOMIZE_VERSION (once; cached in $cache) ..." >&2
+  mkdir -p "$cache"
+  (cd /tmp && GOBIN="$cache" go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION")
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what is missing (Node modules, Redis, FerretDB,
 # tinyproxy for the proxy tests, openssl for their https site, Debian's w3lib and parsel for the
-# real-pages test's reference decoder), starts a private Redis on a free loopback port, builds,
-# type-checks and runs every jest project.
+# real-pages test's reference decoder, Prometheus and Chromium for the observability test, kustomize
+# for the Kubernetes test), starts a private Redis on a free loopback port, builds, type-checks and
+# runs every jest project.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
@@ -10,6 +11,9 @@ ensure_debian_package tinyproxy tinyproxy-bin
 ensure_debian_package openssl openssl
 ensure_debian_python_module w3lib python3-w3lib
 ensure_debian_python_module parsel python3-parsel
+ensure_debian_package prometheus prometheus
+ensure_debian_package chromium chromium
+ensure_kustomize
 prepare_private_run "$root"
 npm run --silent typecheck
 node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand --forceExit "$@"

@@ -1,0 +1,332 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import { StatefulSet, type IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
+import { PodDisruptionBudget, type IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { Namespace } from 'kubernetes-models/v1/Namespace';
+import { Secret, type ISecret } from 'kubernetes-models/v1/Secret';
+import { Service, type IService } from 'kubernetes-models/v1/Service';
+import type { IContainer } from 'kubernetes-models/v1/Container';
+import type { IPodTemplateSpec } from 'kubernetes-models/v1/PodTemplateSpec';
+import { ScaledObject, type IScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
+import { ROOT } from '../helpers/cli.js';
+
+/**
+ * The Kubernetes manifests (infra/k8s): each overlay rendered by kustomize, every object validated
+ * against its schema (kubernetes-models, KEDA's CRD for ScaledObject), then what the fleet relies on.
+ * No cluster is involved: this proves the manifests are well-formed and consistent, not that they run.
+ */
+
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  [field: string]: unknown;
+}
+
+/** The schema of each apiVersion/kind the overlays may render; any other kind fails the test. */
+const MODELS: Record<string, new (data: any) => { validate(): void }> = {
+  'v1/Namespace': Namespace,
+  'v1/Secret': Secret,
+  'v1/Service': Service,
+  'apps/v1/Deployment': Deployment,
+  'apps/v1/StatefulSet': StatefulSet,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'keda.sh/v1alpha1/ScaledObject': ScaledObject,
+};
+
+const NAMESPACE = 'crawlfleet';
+const SECRET = 'crawlfleet-secrets';
+const SECRET_KEYS = ['REDIS_URL', 'MONGO_URL', 'PROXY_LIST', 'DASHBOARD_USER', 'DASHBOARD_PASSWORD'];
+
+const WORKERS = [
+  { stage: 'fetcher', queue: 'fetch', concurrency: 32, grace: 60, threshold: 200 },
+  { stage: 'parser', queue: 'parse', concurrency: 4, grace: 60, threshold: 100 },
+  { stage: 'writer', queue: 'write', concurrency: 32, grace: 120, threshold: 500 },
+] as const;
+
+const OVERLAYS = {
+  small: { maxReplicas: { fetcher: 4, parser: 3, writer: 3 }, fetcherConcurrency: 32, databases: true },
+  large: { maxReplicas: { fetcher: 32, parser: 16, writer: 8 }, fetcherConcurrency: 64, databases: false },
+} as const;
+
+function render(overlay: string): K8sObject[] {
+  const bin = process.env.KUSTOMIZE_BIN;
+  if (!bin) {
+    throw new Error('KUSTOMIZE_BIN is not set: run scripts/test.sh (its ensure_kustomize in scripts/services.sh builds kustomize and sets it)');
+  }
+  const out = execFileSync(bin, ['build', join(ROOT, 'infra', 'k8s', 'overlays', overlay)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const objects: K8sObject[] = [];
+  for (const doc of parseAllDocuments(out)) {
+    if (doc.errors.length > 0) throw new Error(`kustomize build ${overlay}: YAML errors: ${doc.errors.map((e) => e.message).join('; ')}`);
+    const value = doc.toJS() as K8sObject | null;
+    if (value !== null) objects.push(value);
+  }
+  return objects;
+}
+
+const id = (o: K8sObject) => `${o.kind}/${o.metadata?.name}`;
+
+/** Every schema error of every object, as "Kind/name: message" lines. */
+function schemaErrors(objects: K8sObject[]): string[] {
+  const errors: string[] = [];
+  for (const o of objects) {
+    const Model = MODELS[`${o.apiVersion}/${o.kind}`];
+    if (!Model) {
+      errors.push(`${id(o)}: no schema for ${o.apiVersion} ${o.kind} (add it to MODELS)`);
+      continue;
+    }
+    try {
+      new Model(o).validate();
+    } catch (err) {
+      errors.push(`${id(o)}: ${(err as Error).message}`);
+    }
+  }
+  return errors;
+}
+
+/** A quantity in base units (bytes, cores), for comparing requests with limits. */
+function quantity(q: string | number | undefined): number {
+  if (q === undefined) return NaN;
+  if (typeof q === 'number') return q;
+  const m = /^(\d+(?:\.\d+)?)(m|k|M|G|Ki|Mi|Gi|Ti)?$/.exec(q);
+  if (!m) throw new Error(`unparsed quantity ${q}`);
+  const unit = { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 }[m[2] ?? ''] ?? 1;
+  return Number(m[1]) * unit;
+}
+
+function selects(selector: Record<string, string> | undefined, labels: Record<string, string> | undefined): boolean {
+  if (!selector || Object.keys(selector).length === 0) return false;
+  return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+}
+
+/** The Pod Security "restricted" profile, and a writable /tmp on an emptyDir under a read-only root. */
+function expectRestricted(name: string, template: IPodTemplateSpec, uid?: number): void {
+  const pod = template.spec!;
+  const sc = pod.securityContext ?? {};
+  expect({ name, runAsNonRoot: sc.runAsNonRoot, seccomp: sc.seccompProfile?.type }).toEqual({ name, runAsNonRoot: true, seccomp: 'RuntimeDefault' });
+  if (uid !== undefined) expect({ name, runAsUser: sc.runAsUser, fsGroup: sc.fsGroup }).toEqual({ name, runAsUser: uid, fsGroup: uid });
+  for (const c of [...pod.containers, ...(pod.initContainers ?? [])]) {
+    const csc = c.securityContext ?? {};
+    expect({ container: `${name}/${c.name}`, allowPrivilegeEscalation: csc.allowPrivilegeEscalation, readOnlyRootFilesystem: csc.readOnlyRootFilesystem, drop: csc.capabilities?.drop, privileged: csc.privileged ?? false, runAsUser: csc.runAsUser ?? sc.runAsUser })
+      .toEqual({ container: `${name}/${c.name}`, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, drop: ['ALL'], privileged: false, runAsUser: expect.any(Number) });
+    expect(csc.runAsUser ?? sc.runAsUser).toBeGreaterThan(0);
+    const tmp = c.volumeMounts?.find((m) => m.mountPath === '/tmp');
+    expect({ container: `${name}/${c.name}`, tmp: tmp && pod.volumes?.find((v) => v.name === tmp.name)?.emptyDir !== undefined }).toEqual({ container: `${name}/${c.name}`, tmp: true });
+  }
+  for (const v of pod.volumes ?? []) {
+    // restricted allows these volume types only (hostPath and the like are refused)
+    const types = Object.keys(v).filter((k) => k !== 'name');
+    expect(types.every((t) => ['emptyDir', 'persistentVolumeClaim', 'secret', 'configMap', 'projected', 'downwardAPI', 'ephemeral', 'csi'].includes(t))).toBe(true);
+  }
+}
+
+function expectResources(name: string, c: IContainer): void {
+  const r = c.resources ?? {};
+  for (const res of ['cpu', 'memory']) {
+    const request = quantity(r.requests?.[res]);
+    const limit = quantity(r.limits?.[res]);
+    expect({ container: `${name}/${c.name}`, res, request: request > 0, limit: limit >= request }).toEqual({ container: `${name}/${c.name}`, res, request: true, limit: true });
+  }
+}
+
+describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/overlays/%s', (overlay) => {
+  const expected = OVERLAYS[overlay];
+  let objects: K8sObject[] = [];
+  const all = <T>(kind: string): (T & K8sObject)[] => objects.filter((o) => o.kind === kind) as (T & K8sObject)[];
+  const one = <T>(kind: string, name: string): T & K8sObject => {
+    const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
+    if (!found) throw new Error(`${overlay}: no ${kind}/${name} among ${objects.map(id).join(', ')}`);
+    return found as T & K8sObject;
+  };
+  const podOwners = () => [...all<IDeployment>('Deployment'), ...all<IStatefulSet>('StatefulSet')];
+
+  beforeAll(() => {
+    objects = render(overlay);
+  });
+
+  test('renders, and every object is valid against its schema', () => {
+    expect(objects.length).toBeGreaterThan(10);
+    expect(schemaErrors(objects)).toEqual([]);
+    // no object twice, and all in the overlay's namespace (the Namespace itself is cluster-wide)
+    expect(new Set(objects.map(id)).size).toBe(objects.length);
+    for (const o of objects) {
+      if (o.kind === 'Namespace') expect(o.metadata.name).toBe(NAMESPACE);
+      else expect({ object: id(o), namespace: o.metadata.namespace }).toEqual({ object: id(o), namespace: NAMESPACE });
+    }
+  });
+
+  test('every workload selects its own pods, runs under the restricted profile, with requests and limits', () => {
+    const owners = podOwners();
+    expect(owners.length).toBeGreaterThanOrEqual(4);
+    for (const w of owners) {
+      const template = w.spec!.template;
+      expect(selects(w.spec!.selector.matchLabels, template.metadata?.labels)).toBe(true);
+      // no two workloads share pods
+      for (const other of owners) if (other !== w) expect({ [id(w)]: selects(w.spec!.selector.matchLabels, other.spec!.template.metadata?.labels) }).toEqual({ [id(w)]: false });
+      expectRestricted(id(w), template);
+      for (const c of template.spec!.containers) {
+        expectResources(id(w), c);
+        expect({ container: `${id(w)}/${c.name}`, readiness: c.readinessProbe !== undefined, liveness: c.livenessProbe !== undefined }).toEqual({ container: `${id(w)}/${c.name}`, readiness: true, liveness: true });
+      }
+    }
+  });
+
+  test('the Secret has every key, and every secretKeyRef names it and one of its keys', () => {
+    const secret = one<ISecret>('Secret', SECRET);
+    const keys = Object.keys({ ...secret.data, ...secret.stringData }).sort();
+    expect(keys).toEqual([...SECRET_KEYS].sort());
+    for (const w of podOwners()) {
+      for (const c of w.spec!.template.spec!.containers) {
+        for (const e of c.env ?? []) {
+          const ref = e.valueFrom?.secretKeyRef;
+          if (!ref) continue;
+          expect({ env: `${id(w)}/${c.name}/${e.name}`, secret: ref.name, key: keys.includes(ref.key) }).toEqual({ env: `${id(w)}/${c.name}/${e.name}`, secret: SECRET, key: true });
+          // credentials come from the Secret under their own name; only PROXY_LIST may be absent
+          expect(ref.key).toBe(e.name);
+          expect(ref.optional ?? false).toBe(e.name === 'PROXY_LIST');
+        }
+      }
+    }
+  });
+
+  describe.each(WORKERS)('the $stage stage', ({ stage, queue, concurrency, grace, threshold }) => {
+    const name = `crawlfleet-${stage}`;
+
+    test('Deployment: args, env, probes on the metrics port, resources, grace period, restricted profile, Prometheus annotations', () => {
+      const d = one<IDeployment>('Deployment', name);
+      const template = d.spec!.template;
+      const pod = template.spec!;
+      expect(pod.containers).toHaveLength(1);
+      const c = pod.containers[0]!;
+      expect(c.image).toMatch(/^crawlfleet:/);
+      expect(c.args).toEqual(['worker', stage, '--concurrency', String(stage === 'fetcher' ? expected.fetcherConcurrency : concurrency)]);
+      const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? `secret:${e.valueFrom?.secretKeyRef?.key}`]));
+      expect(env).toMatchObject({ REDIS_URL: 'secret:REDIS_URL', QUEUE_PREFIX: 'crawlfleet', LOG_LEVEL: 'info', METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0' });
+      // each credential only where it is used
+      expect(env.MONGO_URL).toBe(stage === 'writer' ? 'secret:MONGO_URL' : undefined);
+      expect(env.PROXY_LIST).toBe(stage === 'fetcher' ? 'secret:PROXY_LIST' : undefined);
+      expect(env.DASHBOARD_PASSWORD).toBeUndefined();
+
+      expect(c.ports).toContainEqual(expect.objectContaining({ name: 'metrics', containerPort: 9464 }));
+      expect(c.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: 'metrics' });
+      expect(c.readinessProbe?.httpGet).toMatchObject({ path: '/readyz', port: 'metrics' });
+      expect(template.metadata?.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9464', 'prometheus.io/path': '/metrics' });
+
+      expect(pod.terminationGracePeriodSeconds).toBe(grace);
+      expectResources(name, c);
+      const r = c.resources!;
+      expect(quantity(r.limits!.memory)).toBe(2 * quantity(r.requests!.memory));
+      expect(quantity(r.limits!.cpu)).toBeGreaterThanOrEqual(1);
+      expectRestricted(name, template, 1000);
+      // KEDA owns the replica count: a replicas field would reset it at every apply
+      expect(d.spec!.replicas).toBeUndefined();
+    });
+
+    test('a PodDisruptionBudget and a metrics Service select its pods', () => {
+      const labels = one<IDeployment>('Deployment', name).spec!.template.metadata!.labels;
+      const pdbs = all<IPodDisruptionBudget>('PodDisruptionBudget').filter((p) => selects(p.spec!.selector?.matchLabels, labels));
+      expect(pdbs).toHaveLength(1);
+      expect(pdbs[0]!.spec!.maxUnavailable).toBe(1);
+      const services = all<IService>('Service').filter((s) => selects(s.spec!.selector, labels));
+      expect(services.flatMap((s) => s.spec!.ports ?? [])).toContainEqual(expect.objectContaining({ port: 9464, targetPort: 'metrics' }));
+    });
+
+    test(`a ScaledObject scales it on max(crawlfleet_queue_backlog{queue="${queue}"}) through Prometheus`, () => {
+      const scalers = all<IScaledObject>('ScaledObject').filter((s) => s.spec.scaleTargetRef.name === name);
+      expect(scalers).toHaveLength(1);
+      const so = scalers[0]!.spec;
+      expect(so.scaleTargetRef.kind ?? 'Deployment').toBe('Deployment');
+      expect(so.scaleTargetRef.apiVersion ?? 'apps/v1').toBe('apps/v1');
+      expect({ min: so.minReplicaCount, max: so.maxReplicaCount, cooldown: so.cooldownPeriod }).toEqual({ min: 1, max: expected.maxReplicas[stage], cooldown: 120 });
+      expect(so.triggers).toHaveLength(1);
+      const trigger = so.triggers[0]!;
+      expect(trigger.type).toBe('prometheus');
+      const query = trigger.metadata?.query ?? '';
+      expect(query.replace(/\s+/g, '')).toBe(`max(crawlfleet_queue_backlog{queue="${queue}"})`);
+      expect(trigger.metadata?.serverAddress).toMatch(/^https?:\/\/[^/\s]+/);
+      expect(trigger.metadata?.threshold).toBe(String(threshold));
+    });
+  });
+
+  test('the dashboard: Deployment with probes on its http port, Secret credentials, a PDB and a Service on port 3000', () => {
+    const d = one<IDeployment>('Deployment', 'crawlfleet-dashboard');
+    const template = d.spec!.template;
+    const c = template.spec!.containers[0]!;
+    expect(c.image).toMatch(/^crawlfleet:/);
+    expect(c.args).toEqual(['dashboard', '--host', '0.0.0.0', '--port', '3000']);
+    const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? `secret:${e.valueFrom?.secretKeyRef?.key}`]));
+    expect(env).toMatchObject({ REDIS_URL: 'secret:REDIS_URL', DASHBOARD_USER: 'secret:DASHBOARD_USER', DASHBOARD_PASSWORD: 'secret:DASHBOARD_PASSWORD', QUEUE_PREFIX: 'crawlfleet', LOG_LEVEL: 'info' });
+    expect(env.PROXY_LIST).toBeUndefined();
+    expect(c.ports).toContainEqual(expect.objectContaining({ name: 'http', containerPort: 3000 }));
+    expect(c.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: 'http' });
+    expect(c.readinessProbe?.httpGet).toMatchObject({ path: '/readyz', port: 'http' });
+    expect(template.spec!.terminationGracePeriodSeconds).toBe(10);
+    // Its /metrics needs the dashboard's credentials: not for annotation discovery.
+    expect(template.metadata?.annotations).toMatchObject({ 'prometheus.io/scrape': 'false' });
+    expectResources('dashboard', c);
+    expectRestricted('dashboard', template, 1000);
+
+    const labels = template.metadata!.labels;
+    const pdbs = all<IPodDisruptionBudget>('PodDisruptionBudget').filter((p) => selects(p.spec!.selector?.matchLabels, labels));
+    expect(pdbs).toHaveLength(1);
+    expect(pdbs[0]!.spec!.maxUnavailable ?? pdbs[0]!.spec!.minAvailable).toBe(1);
+    const services = all<IService>('Service').filter((s) => selects(s.spec!.selector, labels));
+    expect(services.flatMap((s) => s.spec!.ports ?? [])).toContainEqual(expect.objectContaining({ port: 3000, targetPort: 'http' }));
+    // the dashboard is not autoscaled
+    expect(all<IScaledObject>('ScaledObject').filter((s) => s.spec.scaleTargetRef.name === 'crawlfleet-dashboard')).toEqual([]);
+  });
+
+  if (expected.databases) {
+    test('Redis 7 and MongoDB 7 as StatefulSets on volume claims, Redis with noeviction and AOF, the Secret pointing at their Services', () => {
+      const redis = one<IStatefulSet>('StatefulSet', 'redis');
+      const rc = redis.spec!.template.spec!.containers[0]!;
+      expect(rc.image).toMatch(/^redis:7(\.|$|-)/);
+      const args = (rc.args ?? rc.command ?? []).join(' ');
+      expect(args).toContain('--maxmemory-policy noeviction');
+      expect(args).toContain('--appendonly yes');
+      expect(args).toMatch(/--maxmemory \d+[kmg]b/);
+      expect(rc.readinessProbe?.exec?.command?.join(' ')).toContain('redis-cli ping');
+      expect(rc.volumeMounts).toContainEqual(expect.objectContaining({ mountPath: '/data' }));
+
+      const mongo = one<IStatefulSet>('StatefulSet', 'mongo');
+      const mc = mongo.spec!.template.spec!.containers[0]!;
+      expect(mc.image).toMatch(/^mongo:7(\.|$|-)/);
+      expect(mc.readinessProbe?.exec?.command).toEqual(['mongosh', '--quiet', '--eval', "db.adminCommand('ping')"]);
+      expect(mc.volumeMounts).toContainEqual(expect.objectContaining({ mountPath: '/data/db' }));
+
+      for (const s of [redis, mongo]) {
+        const claims = s.spec!.volumeClaimTemplates ?? [];
+        expect(claims).toHaveLength(1);
+        expect(s.spec!.template.spec!.containers[0]!.volumeMounts).toContainEqual(expect.objectContaining({ name: claims[0]!.metadata!.name }));
+        expect(quantity(claims[0]!.spec!.resources?.requests?.storage)).toBeGreaterThan(0);
+        expect(s.spec!.replicas).toBe(1);
+        // its governing Service exists and selects it
+        const svc = one<IService>('Service', s.spec!.serviceName!);
+        expect(selects(svc.spec!.selector, s.spec!.template.metadata?.labels)).toBe(true);
+      }
+
+      const secret = one<ISecret>('Secret', SECRET);
+      expect(secret.stringData).toMatchObject({ REDIS_URL: 'redis://redis:6379', MONGO_URL: 'mongodb://mongo:27017/crawlfleet' });
+      // each URL's host and port is a Service of the overlay that serves that port
+      for (const [url, owner] of [[secret.stringData!.REDIS_URL!, redis], [secret.stringData!.MONGO_URL!, mongo]] as const) {
+        const { hostname, port } = new URL(url);
+        const svc = one<IService>('Service', hostname);
+        expect(svc.spec!.ports?.map((p) => p.port)).toContain(Number(port));
+        expect(selects(svc.spec!.selector, owner.spec!.template.metadata?.labels)).toBe(true);
+      }
+    });
+  } else {
+    test('runs no database: no StatefulSet, no Redis or MongoDB image, and its README says what to provide', () => {
+      expect(all('StatefulSet')).toEqual([]);
+      const images = podOwners().flatMap((w) => w.spec!.template.spec!.containers.map((c) => c.image));
+      expect(images.filter((i) => /^(redis|mongo)\b/.test(i ?? ''))).toEqual([]);
+      // the placeholders stay placeholders: the real URLs are the operator's to provide
+      expect(one<ISecret>('Secret', SECRET).stringData?.REDIS_URL).toMatch(/replace-me/);
+      const readme = readFileSync(join(ROOT, 'infra', 'k8s', 'overlays', overlay, 'README.md'), 'utf8');
+      for (const needed of ['noeviction', 'AOF', 'replica set', 'crawlfleet-secrets']) expect(readme).toContain(needed);
+    });
+  }
+});
