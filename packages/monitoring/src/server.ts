@@ -79,18 +79,28 @@ export async function startMetricsServer(options: HealthOptions & { host: string
       (err: unknown) => res.writeHead(500).end(errorMessage(err)),
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOn(server, options.host, options.port);
   options.log.info({ host: options.host, port }, 'serving /metrics, /healthz and /readyz');
   return {
     port,
     async close() {
       handler.close();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await stopServer(server);
     },
   };
+}
+
+/** Listens, and resolves with the port (port 0 picks a free one). */
+export async function listenOn(server: Server, host: string, port: number): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return (server.address() as AddressInfo).port;
+}
+
+/** Stops accepting, ends idle keep-alive connections, and resolves once closed. */
+export async function stopServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
 }

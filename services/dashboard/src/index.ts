@@ -1,12 +1,11 @@
-import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import { createServer } from 'node:http';
 import express from 'express';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import { STAGES } from '@crawlfleet/core';
 import { getStatus, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
-import { healthHandler, registerCrawlGauges, registerProxyGauges, registerQueueGauges } from '@crawlfleet/monitoring';
+import { healthHandler, listenOn, registerCrawlGauges, registerProxyGauges, registerQueueGauges, stopServer } from '@crawlfleet/monitoring';
 import { proxyView, readProxyHealth } from '@crawlfleet/politeness';
 import type { FleetContext } from '@crawlfleet/runtime';
 import { authorized, dashboardAccess } from './access.js';
@@ -63,19 +62,15 @@ export async function startDashboard(ctx: FleetContext, options: DashboardOption
   });
   app.use('/', board.getRouter());
 
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(options.port, options.host, (err?: Error) => (err ? reject(err) : resolve(s)));
-    s.once('error', reject);
-  });
-  const { port } = server.address() as AddressInfo;
+  const server = createServer(app);
+  const port = await listenOn(server, options.host, options.port);
   const url = `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`;
   ctx.log.info({ url, auth: credentials ? 'basic' : 'none (loopback only)', readOnly: options.readOnly }, 'dashboard: Bull Board at /, /api/crawls, /metrics, /healthz, /readyz');
   return {
     url,
     async close() {
       health.close();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await stopServer(server);
     },
   };
 }
