@@ -58,11 +58,13 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     const crawlId = typeof job.data?.crawlId === 'string' ? (job.data.crawlId as string) : undefined;
     if (!checked.ok) {
       log.warn({ stage, jobId: id, reason: checked.reason }, 'poison job dead-lettered');
+      metrics.deadLetter(stage, 'ERR_INVALID_JOB');
       if (crawlId) {
-        await finishJob(redis, keys, crawlId, stage, id, {
+        const finished = await finishJob(redis, keys, crawlId, stage, id, {
           counters: { failed: 1 },
           dead: { url: String(job.data?.url ?? ''), stage, reason: checked.reason, code: 'ERR_INVALID_JOB', attempts: job.attemptsMade + 1, at: new Date().toISOString(), data: job.data },
         });
+        if (finished !== 'already') metrics.count({ failed: 1 });
       }
       // BullMQ's failed set keeps it with the reason (the only record of it without a crawl).
       throw deadLetterError(checked.reason);
