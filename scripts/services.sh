@@ -3,11 +3,13 @@
 # loopback-only Redis (noeviction, AOF on) for this run when REDIS_URL is not given.
 # Source it; it exports REDIS_URL and registers cleanup on exit.
 
-ensure_debian_package() { # command package
+ensure_debian_package() { # command package [apt-get install options...]
   command -v "$1" >/dev/null 2>&1 && return 0
-  echo "installing $2 ..." >&2
+  local package="$2"
+  shift 2
+  echo "installing $package ..." >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
-  $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$2" >/dev/null
+  $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" "$package" >/dev/null
 }
 
 # Debian's Python modules (for /usr/bin/python3), for example the real-pages test's reference decoder.

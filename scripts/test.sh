@@ -2,8 +2,8 @@
 # The whole test suite on a fresh machine: installs what is missing (Node modules, Redis, FerretDB,
 # tinyproxy for the proxy tests, openssl for their https site, Debian's w3lib and parsel for the
 # real-pages test's reference decoder, Prometheus and Chromium for the observability test, kustomize
-# for the Kubernetes test), starts a private Redis on a free loopback port, builds, type-checks and
-# runs every jest project.
+# for the Kubernetes test, docker-compose for `config`), starts a private Redis on a free loopback
+# port, builds, type-checks and runs every jest project.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
@@ -13,6 +13,9 @@ ensure_debian_python_module w3lib python3-w3lib
 ensure_debian_python_module parsel python3-parsel
 ensure_debian_package prometheus prometheus
 ensure_debian_package chromium chromium
+# only `docker-compose config` is used: no Docker engine (a recommended package) is wanted
+ensure_debian_package docker-compose docker-compose --no-install-recommends
+ensure_debian_package redis-server redis-server
 ensure_kustomize
 prepare_private_run "$root"
 npm run --silent typecheck

@@ -39,7 +39,7 @@ describe('metrics', () => {
     expect(text).toContain('crawlfleet_http_responses_total{status_class="4xx",process="test"} 1');
     expect(text).toContain('crawlfleet_downloaded_bytes_total{process="test"} 1000');
     expect(text).toContain('crawlfleet_dead_letters_total{stage="fetch",code="ERR_HTTP_STATUS",process="test"} 1');
-    expect(text).toContain('crawlfleet_process_nodejs_eventloop_lag_seconds');
+    expect(text).toContain('crawlfleet_nodejs_eventloop_lag_seconds');
   });
 
   test('the heartbeat reports a stall of the event loop, and remembers it for its window', async () => {

@@ -38,7 +38,7 @@ export class FleetMetrics {
 
   constructor(labels: Record<string, string> = {}) {
     this.registry.setDefaultLabels(labels);
-    collectDefaultMetrics({ register: this.registry, prefix: 'crawlfleet_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: 'crawlfleet_' });
     const registers = [this.registry];
     for (const [counter, m] of Object.entries(COUNTER_METRICS)) {
       this.counters.set(counter, m.name.endsWith('_total') ? new Counter({ name: m.name, help: m.help, registers }) : new Gauge({ name: m.name, help: m.help, registers }));

@@ -7,6 +7,8 @@
 export interface BatcherOptions {
   maxItems: number;
   maxWaitMs: number;
+  /** told of each batch stored: its size and how long the flush took, retries included (metrics) */
+  onFlush?: (items: number, seconds: number) => void;
 }
 
 interface Waiter {
@@ -60,7 +62,9 @@ export class Batcher<T> {
     this.waiters = [];
     this.chain = this.chain.then(async () => {
       try {
+        const started = performance.now();
         const outcome = await this.flushBatch(batch);
+        this.options.onFlush?.(batch.length, (performance.now() - started) / 1000);
         for (const w of waiters) {
           const refused = outcome ? outcome.slice(w.from, w.to).filter((r): r is string => r !== undefined) : [];
           if (refused.length > 0) w.reject(new ItemsRejectedError(refused));

@@ -58,7 +58,7 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
   const sinks = new SinkPool(options.idleCloseMs ?? 30_000, {
     mongoUrl: ctx.env.mongoUrl,
     log: ctx.log,
-    batch: { maxItems: ctx.env.writeBatchSize, maxWaitMs: ctx.env.writeBatchMs },
+    batch: { maxItems: ctx.env.writeBatchSize, maxWaitMs: ctx.env.writeBatchMs, onFlush: (items, seconds) => ctx.metrics.writeBatch(items, seconds) },
   });
   const worker = createStageWorker(ctx, {
     stage: 'write',
