@@ -5,14 +5,20 @@ export type Queues = Record<Stage, Queue>;
 
 const DAY_SECONDS = 86_400;
 
+/** Completed fetch jobs kept for Bull Board. */
+export const KEEP_COMPLETED_FETCH_JOBS = 1000;
+
 /**
- * The jobs BullMQ keeps once they end, for Bull Board. Completed jobs go at once: the frontier, not
- * BullMQ, remembers URLs, and a kept job would turn a later add of its id into a silent no-op.
- * Dead-lettered jobs stay in the failed set with their reason, bounded by count and age; a failed
- * parse job carries its page body, so few of those are kept.
+ * The jobs BullMQ keeps once they end, for Bull Board, bounded by count and age. A kept job turns a
+ * later add of its id into a silent no-op, so only what is never added again is kept:
+ * - completed fetch jobs (the frontier never enqueues a fetched URL again; reset removes the crawl's);
+ * - dead-lettered jobs, in the failed set with their reason (addPending never enqueues them again);
+ *   a failed parse job carries its page body, so few of those are kept.
+ * Completed parse and write jobs go at once: a fetch or parse job that runs again after a crash
+ * enqueues them again, and must not find their ids taken.
  */
 export const JOB_HISTORY: Record<Stage, { removeOnComplete: KeepJobs; removeOnFail: KeepJobs }> = {
-  fetch: { removeOnComplete: { count: 0 }, removeOnFail: { count: 5000, age: 7 * DAY_SECONDS } },
+  fetch: { removeOnComplete: { count: KEEP_COMPLETED_FETCH_JOBS, age: 3600 }, removeOnFail: { count: 5000, age: 7 * DAY_SECONDS } },
   parse: { removeOnComplete: { count: 0 }, removeOnFail: { count: 100, age: DAY_SECONDS } },
   write: { removeOnComplete: { count: 0 }, removeOnFail: { count: 5000, age: 7 * DAY_SECONDS } },
 };

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { STAGES, ConfigError, type Keys, type Queues } from '@crawlfleet/core';
+import { KEEP_COMPLETED_FETCH_JOBS, STAGES, ConfigError, type Keys, type Queues } from '@crawlfleet/core';
 import { checkDone } from './lifecycle.js';
 import { getCrawlState, type CrawlState } from './registry.js';
 
@@ -65,6 +65,11 @@ export async function resetCrawl(redis: Redis, keys: Keys, queues: Queues, crawl
   }
   for (const id of await redis.hkeys(k.dead)) {
     for (const stage of STAGES) await queues[stage].remove(id).catch(() => 0);
+  }
+  // Completed fetch jobs stay a while for Bull Board (JOB_HISTORY): the crawl's own go too, or its
+  // next run would find their ids taken.
+  for (const job of await queues.fetch.getCompleted(0, KEEP_COMPLETED_FETCH_JOBS)) {
+    if (job?.data?.crawlId === crawlId) await job.remove().catch(() => undefined);
   }
   await redis.del(...keys.allCrawlKeys(crawlId));
   await redis.srem(keys.crawlIndex(), crawlId);
