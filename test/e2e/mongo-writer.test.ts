@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import { Keys, validateSpider } from '@crawlfleet/core';
-import { MongoSink } from '@crawlfleet/storage';
+import { ItemsRejectedError, MongoSink, closeMongoConnections } from '@crawlfleet/storage';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { startServer } from '../fixtures/http-server.mjs';
 import { REDIS_URL, comparable, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
@@ -22,6 +22,8 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
     client = await MongoClient.connect(mongo.url);
   });
   afterAll(async () => {
+    // The sinks opened in this process share a pooled connection, which would keep Jest from exiting.
+    await closeMongoConnections();
     await client?.db().dropDatabase().catch(() => undefined);
     await client?.close();
     await mongo?.stop();
@@ -205,10 +207,63 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
     }
   });
 
+  test('the writes go through the item type\'s mongoose model: values cast to the field types, an item that does not fit refused with its field named', async () => {
+    const db = `${new URL(mongo.url).pathname.slice(1)}_model`;
+    const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
+    // `errors` and `toObject` are names of mongoose Document members: harmless, as items are never hydrated.
+    const spider = validateSpider({
+      name: 'm',
+      items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'u' }, price: { css: 'p', type: 'number' }, pages: { css: 'n', type: 'integer' }, inStock: { css: 's', type: 'boolean' }, tags: { css: 't', all: true }, errors: { css: 'e' }, toObject: { css: 'o' } } }],
+    });
+    const sink = await MongoSink.open(url, spider, { batch: { maxItems: 100, maxWaitMs: 50 } });
+    const item = (upc: string, fields: Record<string, unknown> = {}) => ({ type: 'book', url: `http://h/${upc}`, upc, price: '12.50', pages: '300', inStock: 'yes', tags: ['a', 2], errors: 'none', toObject: 'x', crawlId: 'c', fetchedAt: '2026-12-03T10:00:00.000Z', spider: 'm', ...fields });
+    const writes = await Promise.allSettled([
+      sink.write([item('a')]),
+      sink.write([item('b', { price: 'twelve' }), item('b2')]),
+      sink.write([item('c', { pages: 3.5 })]),
+      sink.write([item('d', { colour: 'red' })]),
+      sink.write([item('e', { price: null, tags: [] })]),
+    ]);
+    const reasons = writes.map((w) => (w.status === 'fulfilled' ? [] : (w.reason as ItemsRejectedError).reasons));
+    expect(writes.map((w) => w.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected', 'fulfilled']);
+    expect(reasons[1]).toEqual(['MongoDB refused the document: the item does not fit the schema of type "book": field "price": Cast to Number failed for value "twelve" (type string) at path "price"']);
+    expect(reasons[2]).toEqual([expect.stringMatching(/field "pages": .*3\.5 is not an integer/)]);
+    expect(reasons[3]).toEqual([expect.stringMatching(/field "colour" is not in the schema \(strict\)/)]);
+    const books = () => client.db(db).collection('book').find({}).sort({ _id: 1 }).toArray();
+    const stored = await books();
+    expect(stored.map((d) => d._id)).toEqual(['a', 'b2', 'e']);
+    expect(stored[0]).toMatchObject({ price: 12.5, pages: 300, inStock: true, tags: ['a', '2'], errors: 'none', toObject: 'x', fetchedAt: '2026-12-03T10:00:00.000Z', changes: 0 });
+    expect(stored[2]).toMatchObject({ price: null, tags: [] });
+    expect(await client.db(db).collection('book').indexes()).toContainEqual(expect.objectContaining({ name: 'upc_unique', key: { upc: 1 }, unique: true }));
+    // The content hash is of the cast item: the same values, typed or not, are no change; a new price is.
+    await sink.write([item('a', { price: 12.5, pages: 300, inStock: true, tags: ['a', '2'], crawlId: 'c2' }), item('e', { price: '3', tags: [] })]);
+    await sink.close();
+    const again = await books();
+    expect(again.map((d) => [d._id, d.price, d.changes, d.crawlId])).toEqual([['a', 12.5, 0, 'c2'], ['b2', 12.5, 0, 'c'], ['e', 3, 1, 'c']]);
+    expect(again[2]!.changedAt).toBeInstanceOf(Date);
+    await client.db(db).dropDatabase();
+  });
+
+  test('150 changed items in one flush are all updated (FerretDB hangs on a bulk write of 100 updates or more)', async () => {
+    const db = `${new URL(mongo.url).pathname.slice(1)}_many`;
+    const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
+    const spider = validateSpider({ name: 'n', items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'x' }, price: { css: 'y', type: 'number' } } }] });
+    // A flush that hangs fails within 20 s instead of holding its batch for 10 minutes.
+    const sink = await MongoSink.open(url, spider, { batch: { maxItems: 500, maxWaitMs: 50 }, flushTimeoutMs: 20_000, maxHoldMs: 1 });
+    const books = (price: number) => Array.from({ length: 150 }, (_, i) => ({ type: 'book', url: `http://h/${i}`, upc: `u${i}`, price, crawlId: 'c', fetchedAt: 't', spider: 'n' }));
+    await sink.write(books(1));
+    await sink.write(books(2));
+    await sink.close();
+    const stored = await client.db(db).collection('book').find({}).toArray();
+    expect(stored).toHaveLength(150);
+    expect(stored.every((d) => d.price === 2 && d.changes === 1)).toBe(true);
+    await client.db(db).dropDatabase();
+  });
+
   test('duplicates inside one batch collapse to one upsert, the last one winning', async () => {
     const db = `${new URL(mongo.url).pathname.slice(1)}_dups`;
     const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
-    const spider = validateSpider({ name: 'd', items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'x' }, price: { css: 'y' } } }] });
+    const spider = validateSpider({ name: 'd', items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'x' }, price: { css: 'y', type: 'number' } } }] });
     const sink = await MongoSink.open(url, spider, { batch: { maxItems: 100, maxWaitMs: 50 } });
     const item = (upc: string, price: number) => ({ type: 'book', url: `http://h/${upc}`, upc, price, crawlId: 'c', fetchedAt: 't', spider: 'd' });
     await Promise.all([sink.write([item('a', 1), item('b', 1)]), sink.write([item('a', 2)]), sink.write([item('a', 3)])]);

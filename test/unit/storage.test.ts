@@ -1,7 +1,8 @@
 import { readFileSync, writeFileSync, appendFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Batcher, FileSink, ItemsRejectedError, contentHash, csvColumns, csvFormat, documentId, isDocumentFault, jsonlFormat } from '@crawlfleet/storage';
+import { NonRetryableError, validateSpider } from '@crawlfleet/core';
+import { Batcher, FileSink, ItemsRejectedError, castItem, contentHash, csvColumns, csvFormat, documentId, fieldSchemaType, isDocumentFault, itemModelName, itemSchema, jsonlFormat } from '@crawlfleet/storage';
 
 describe('Batcher', () => {
   test('flushes at maxItems or after maxWaitMs, and settles each caller with its flush', async () => {
@@ -82,5 +83,64 @@ describe('item store decisions', () => {
     expect(documentId(7)).toBe(7);
     expect(documentId(null)).toBe('null');
     expect(documentId(['a', 1])).toBe('["a",1]');
+  });
+});
+
+describe('the mongoose schema of an item rule', () => {
+  const rule = (fields: Record<string, object>, key?: string) => validateSpider({ name: 's', items: [{ type: 'book', ...(key ? { key } : {}), fields: { upc: { css: 'u' }, ...fields } }] }).items[0]!;
+  const book = rule(
+    { title: { css: 't' }, price: { css: 'p', type: 'number' }, pages: { css: 'n', type: 'integer' }, inStock: { css: 's', type: 'boolean' }, tags: { css: 'g', all: true }, sizes: { css: 'z', all: true, type: 'integer' } },
+    'upc',
+  );
+  const schema = itemSchema(book);
+  const instance = (path: string) => schema.path(path)?.instance;
+  const element = (path: string) => (schema.path(path) as unknown as { caster?: { instance: string } }).caster?.instance;
+
+  test('each field typed by its rule; `all` makes an array of that type', () => {
+    expect([instance('upc'), instance('title'), instance('price'), instance('pages'), instance('inStock')]).toEqual(['String', 'String', 'Number', 'Number', 'Boolean']);
+    expect([instance('tags'), element('tags'), instance('sizes'), element('sizes')]).toEqual(['Array', 'String', 'Array', 'Number']);
+    expect(fieldSchemaType({})).toEqual({ type: String });
+    expect(fieldSchemaType({ type: 'boolean', all: true })).toEqual([{ type: Boolean }]);
+  });
+
+  test('the fields of every item, as stored now (fetchedAt the fetcher\'s ISO string), and the store\'s bookkeeping', () => {
+    expect(['type', 'url', 'spider', 'crawlId', 'fetchedAt'].map(instance)).toEqual(['String', 'String', 'String', 'String', 'String']);
+    expect(['_id', 'firstSeenAt', 'lastSeenAt', 'changedAt', 'changes', 'contentHash'].map(instance)).toEqual(['Mixed', 'Date', 'Date', 'Date', 'Number', 'String']);
+    expect(Object.keys(schema.paths).sort()).toEqual(
+      ['_id', 'changedAt', 'changes', 'contentHash', 'crawlId', 'fetchedAt', 'firstSeenAt', 'inStock', 'lastSeenAt', 'pages', 'price', 'sizes', 'spider', 'tags', 'title', 'type', 'upc', 'url'].sort(),
+    );
+  });
+
+  test('a unique index on the key field (url by default), built at open, not per write; strict; the type\'s collection', () => {
+    expect(schema.indexes()).toEqual([[{ upc: 1 }, expect.objectContaining({ unique: true, name: 'upc_unique' })]]);
+    expect(itemSchema(rule({})).indexes()).toEqual([[{ url: 1 }, expect.objectContaining({ unique: true, name: 'url_unique' })]]);
+    expect([schema.get('strict'), schema.get('autoIndex'), schema.get('collection'), schema.get('versionKey')]).toEqual(['throw', false, 'book', false]);
+  });
+
+  test('a field named like the store\'s bookkeeping is a clear error, not a silent overwrite', () => {
+    expect(() => itemSchema(rule({ changes: { css: 'c' } }))).toThrow(NonRetryableError);
+    expect(() => itemSchema(rule({ changes: { css: 'c' } }))).toThrow(/field "changes" has a name the MongoDB store keeps for itself/);
+  });
+
+  test('one model per rule shape: the same fields and key share a name, other types of a field do not', () => {
+    expect(itemModelName(rule({ price: { css: 'p', type: 'number' } }))).toBe(itemModelName(rule({ price: { css: 'other', type: 'number' } })));
+    expect(itemModelName(rule({ price: { css: 'p', type: 'number' } }))).not.toBe(itemModelName(rule({ price: { css: 'p' } })));
+    expect(itemModelName(rule({}, 'upc'))).not.toBe(itemModelName(rule({})));
+  });
+
+  test('castItem: mongoose casts each value to its field\'s type, keeps null, and refuses what does not fit, naming the field', () => {
+    const base = { type: 'book', url: 'http://h/1', upc: 'u1', spider: 's', crawlId: 'c', fetchedAt: '2026-12-03T00:00:00.000Z' };
+    expect(castItem(schema, { ...base, title: 7, price: '12.50', pages: '300', inStock: 'true', tags: ['a', 2], sizes: ['1', 2] })).toEqual({
+      doc: { ...base, title: '7', price: 12.5, pages: 300, inStock: true, tags: ['a', '2'], sizes: [1, 2] },
+    });
+    expect(castItem(schema, { ...base, price: null, tags: [] }).doc).toEqual({ ...base, price: null, tags: [] });
+    expect(castItem(schema, { ...base, price: 'abc' }).reason).toBe(
+      'the item does not fit the schema of type "book": field "price": Cast to Number failed for value "abc" (type string) at path "price"',
+    );
+    expect(castItem(schema, { ...base, pages: 3.5, inStock: 'maybe' }).reason).toMatch(/field "pages": .*3\.5 is not an integer; field "inStock": Cast to Boolean failed/);
+    expect(castItem(schema, { ...base, sizes: [1, 2.5] }).reason).toMatch(/field "sizes": .*2\.5 is not an integer/);
+    expect(castItem(schema, { ...base, colour: 'red' }).reason).toMatch(/field "colour" is not in the schema \(strict\)/);
+    // The store's own fields never come from an item.
+    expect(castItem(schema, { ...base, changes: 5 }).reason).toMatch(/field "changes" is not in the schema/);
   });
 });

@@ -2,10 +2,10 @@ import { mkdir, open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Item } from '@crawlfleet/core';
 import { csvColumns, csvFormat, jsonlFormat } from './formats.js';
+import { STORE_FIELDS } from './item-schema.js';
 import { mongoConnection } from './mongo-sink.js';
 
-/** Bookkeeping the store adds to each item; an export gives the items as the crawl produced them. */
-const STORE_FIELDS = new Set(['_id', 'firstSeenAt', 'lastSeenAt', 'changedAt', 'changes', 'contentHash']);
+// STORE_FIELDS: the bookkeeping the store adds to each item; an export gives the items as the crawl produced them.
 
 function asItem(doc: Record<string, unknown>): Item {
   return Object.fromEntries(Object.entries(doc).filter(([k]) => !STORE_FIELDS.has(k)));

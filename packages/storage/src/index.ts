@@ -5,3 +5,4 @@ export * from './file-sink.js';
 export * from './open-sink.js';
 export * from './mongo-sink.js';
 export * from './export.js';
+export * from './item-schema.js';

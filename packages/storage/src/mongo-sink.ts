@@ -3,10 +3,18 @@ import mongoose, { type Connection, type Model } from 'mongoose';
 import { calculateObjectSize } from 'bson';
 import { redactUrl, retryDelay, type Item, type Logger, type Spider } from '@crawlfleet/core';
 import { Batcher, type BatcherOptions, type FlushOutcome } from './batcher.js';
+import { castItem, itemModelName, itemSchema } from './item-schema.js';
 import type { ItemSink } from './sink.js';
 
 /** MongoDB's document size limit; a larger item is refused here, as the server would refuse it. */
 const MAX_DOCUMENT_BYTES = 16 * 1024 * 1024;
+/**
+ * Changed items are upserted in bulk writes of at most this many operations. FerretDB 1.24.2's SQLite
+ * backend holds one of its 100 pooled connections per update statement until the whole command ends,
+ * so one bulk write of 100 updates or more never finishes, and the database stays stuck after it
+ * (docs/ferretdb.md). On MongoDB the extra round trips cost little: changed items are the rare ones.
+ */
+export const MAX_UPDATES_PER_BULK_WRITE = 50;
 /** Fields that change on every crawl and do not make an item "changed". */
 const VOLATILE = new Set(['crawlId', 'fetchedAt', 'spider']);
 
@@ -85,6 +93,22 @@ export function isDocumentFault(code: number | undefined): boolean {
 
 const connections = new Map<string, Promise<Connection>>();
 
+/** The store's bookkeeping on a stored item, beside the item's own fields (see `itemSchema`). */
+interface StoredItem {
+  _id: string | number;
+  firstSeenAt: Date;
+  lastSeenAt: Date;
+  changedAt?: Date;
+  changes: number;
+  contentHash: string;
+}
+
+/** The model of one item type, and its key field. */
+interface ItemModel {
+  model: Model<StoredItem>;
+  key: string;
+}
+
 /** One pooled connection per URL, shared by every sink and the export in this process. */
 export function mongoConnection(url: string): Promise<Connection> {
   let conn = connections.get(url);
@@ -98,16 +122,19 @@ export function mongoConnection(url: string): Promise<Connection> {
 }
 
 /**
- * The item store: one collection per item type, a unique index on its key field, batched unordered
- * upserts. Each item `$set`s its fields and `lastSeenAt`, `$setOnInsert`s `firstSeenAt`; an item whose
- * content hash differs from the stored one also gets `changedAt` and `changes + 1`. While MongoDB is
- * unreachable a flush waits and retries with backoff: nothing is dropped and nothing acknowledged.
+ * The item store: one collection per item type, written through a mongoose model built from the
+ * spider's item rule (`itemSchema`: the fields typed by their rules, a unique index on the key field),
+ * batched unordered upserts. Each item is cast by mongoose first; one that does not fit is refused
+ * alone, with its reason. Each item `$set`s its fields and `lastSeenAt`, `$setOnInsert`s
+ * `firstSeenAt`; an item whose content hash differs from the stored one also gets `changedAt` and
+ * `changes + 1`. While MongoDB is unreachable a flush waits and retries with backoff: nothing is
+ * dropped and nothing acknowledged.
  */
 export class MongoSink implements ItemSink {
   private readonly batcher: Batcher<Item>;
 
   private constructor(
-    private readonly models: Map<string, { model: Model<Record<string, unknown>>; key: string }>,
+    private readonly models: Map<string, ItemModel>,
     private readonly url: string,
     private readonly options: MongoSinkOptions,
   ) {
@@ -115,15 +142,16 @@ export class MongoSink implements ItemSink {
   }
 
   static async open(url: string, spider: Spider, options: MongoSinkOptions = {}): Promise<MongoSink> {
+    const schemas = spider.items.map((rule) => ({ rule, schema: itemSchema(rule) }));
     const conn = await mongoConnection(url);
-    const models = new Map<string, { model: Model<Record<string, unknown>>; key: string }>();
-    for (const rule of spider.items) {
-      const key = rule.key ?? 'url';
-      const schema = new mongoose.Schema({}, { strict: false, versionKey: false, autoIndex: false, collection: rule.type });
-      schema.index({ [key]: 1 }, { unique: true, name: `${key}_unique` });
-      const model = (conn.models[rule.type] as Model<Record<string, unknown>> | undefined) ?? conn.model<Record<string, unknown>>(rule.type, schema);
+    const models = new Map<string, ItemModel>();
+    for (const { rule, schema } of schemas) {
+      // One model per item rule, named by its fields and key: crawls of other spiders in this process
+      // may have an item type of the same name with other fields, each with its own schema.
+      const name = itemModelName(rule);
+      const model = (conn.models[name] as Model<StoredItem> | undefined) ?? conn.model<StoredItem>(name, schema, rule.type);
       await model.createIndexes();
-      models.set(rule.type, { model, key });
+      models.set(rule.type, { model, key: rule.key ?? 'url' });
     }
     return new MongoSink(models, url, options);
   }
@@ -160,14 +188,20 @@ export class MongoSink implements ItemSink {
   private async flushOnce(items: Item[]): Promise<FlushOutcome> {
     const outcome: (string | undefined)[] = items.map(() => undefined);
     const now = new Date();
+    // Each item cast by mongoose against its type's schema; an item that does not fit is refused
+    // alone, with the field and the reason, before anything is written.
+    const docs: (Item | undefined)[] = items.map(() => undefined);
     const byType = new Map<string, Map<string, number[]>>();
     items.forEach((item, i) => {
       const type = String(item.type);
       const target = this.models.get(type);
       if (!target) return void (outcome[i] = `no item rule for type ${JSON.stringify(type)}`);
-      const size = calculateObjectSize(item);
+      const cast = castItem(target.model.schema, item);
+      if (cast.reason !== undefined) return void (outcome[i] = `MongoDB refused the document: ${cast.reason}`);
+      const size = calculateObjectSize(cast.doc);
       if (size > MAX_DOCUMENT_BYTES) return void (outcome[i] = `document too large for MongoDB: ${size} bytes > ${MAX_DOCUMENT_BYTES}`);
-      const keyValue = JSON.stringify(item[target.key] ?? null);
+      docs[i] = cast.doc;
+      const keyValue = JSON.stringify(cast.doc[target.key] ?? null);
       let group = byType.get(type);
       if (!group) byType.set(type, (group = new Map()));
       // Duplicates inside one batch collapse to one upsert; the last one wins.
@@ -175,10 +209,10 @@ export class MongoSink implements ItemSink {
     });
     for (const [type, group] of byType) {
       const { model, key } = this.models.get(type)!;
-      const latest = [...group.values()].map((indexes) => ({ indexes, item: items[indexes[indexes.length - 1]!]! }));
+      const latest = [...group.values()].map((indexes) => ({ indexes, item: docs[indexes[indexes.length - 1]!]! }));
       const ids = latest.map((l) => documentId(l.item[key]));
-      const stored = await model.collection.find({ _id: { $in: ids } } as never, { projection: { contentHash: 1 } }).toArray();
-      const storedHash = new Map(stored.map((d) => [d._id as unknown as string | number, d.contentHash as string | undefined]));
+      const stored = await model.find({ _id: { $in: ids } }, { contentHash: 1 }).lean<{ _id: string | number; contentHash?: string }[]>().exec();
+      const storedHash = new Map(stored.map((d) => [d._id, d.contentHash]));
       const refuse = (n: number, reason: string) => {
         for (const i of latest[n]!.indexes) outcome[i] = `MongoDB refused the document: ${reason}`;
       };
@@ -198,9 +232,10 @@ export class MongoSink implements ItemSink {
         } else changed.push(n);
       });
       if (inserts.length > 0) {
-        const docs = inserts.map((n) => ({ ...latest[n]!.item, _id: ids[n], firstSeenAt: now, lastSeenAt: now, contentHash: hashes[n], changes: 0 }));
+        // Already cast, path by path: `lean` spares a second cast through a hydrated Document each.
+        const newDocs = inserts.map((n) => ({ ...latest[n]!.item, _id: ids[n], firstSeenAt: now, lastSeenAt: now, contentHash: hashes[n], changes: 0 }));
         try {
-          await model.collection.insertMany(docs as never[], { ordered: false });
+          await model.insertMany(newDocs, { ordered: false, lean: true });
         } catch (err) {
           const writeErrors = bulkWriteErrors(err);
           if (!writeErrors || writeErrors.some((we) => we.code !== 11000 && !isDocumentFault(we.code))) throw err;
@@ -213,22 +248,28 @@ export class MongoSink implements ItemSink {
       }
       for (const group of unchanged.values()) {
         const { item } = latest[group[0]!]!;
-        await model.collection.updateMany({ _id: { $in: group.map((n) => ids[n]) } } as never, { $set: { lastSeenAt: now, crawlId: item.crawlId, fetchedAt: item.fetchedAt, spider: item.spider } });
+        await model.updateMany({ _id: { $in: group.map((n) => ids[n]) } }, { $set: { lastSeenAt: now, crawlId: item.crawlId, fetchedAt: item.fetchedAt, spider: item.spider } }).exec();
       }
       if (changed.length > 0) {
+        // mongoose casts each operation against the schema (a cast or strict-mode failure skips that
+        // operation and is reported in `mongoose.results`; the others are written).
         const ops = changed.map((n) => ({
           updateOne: {
-            filter: { _id: ids[n] } as never,
+            filter: { _id: ids[n] },
             update: { $set: { ...latest[n]!.item, lastSeenAt: now, changedAt: now, contentHash: hashes[n] }, $setOnInsert: { firstSeenAt: now }, $inc: { changes: 1 } },
             upsert: true,
           },
         }));
-        try {
-          await model.collection.bulkWrite(ops, { ordered: false });
-        } catch (err) {
-          const writeErrors = bulkWriteErrors(err);
-          if (!writeErrors || writeErrors.some((we) => !isDocumentFault(we.code))) throw err;
-          for (const we of writeErrors) refuse(changed[we.index]!, we.errmsg ?? `code ${we.code}`);
+        for (let from = 0; from < ops.length; from += MAX_UPDATES_PER_BULK_WRITE) {
+          let failures: OpFailure[];
+          try {
+            failures = opFailures(await model.bulkWrite(ops.slice(from, from + MAX_UPDATES_PER_BULK_WRITE), { ordered: false })) ?? [];
+          } catch (err) {
+            const found = opFailures(err);
+            if (!found || found.some((f) => !f.cast && !isDocumentFault(f.code))) throw err;
+            failures = found;
+          }
+          for (const f of failures) refuse(changed[from + f.index]!, f.message);
         }
       }
     }
@@ -236,10 +277,48 @@ export class MongoSink implements ItemSink {
   }
 }
 
+interface OpFailure {
+  index: number;
+  /** a mongoose cast or strict-mode refusal of the operation, before it reached the server */
+  cast: boolean;
+  code?: number;
+  message: string;
+}
+
+/**
+ * The failed operations of an unordered `Model.bulkWrite`, from its result or its error, by their
+ * index in the operations given. With cast refusals among them mongoose sends only the others, so
+ * the server's indexes are of that shorter list; its `mongoose.results` maps them back, one entry per
+ * operation (null when written). Undefined when there is no failure list (a result with none, or an
+ * error that is no bulk write's).
+ */
+function opFailures(resultOrError: unknown): OpFailure[] | undefined {
+  const results = (resultOrError as { mongoose?: { results?: unknown[] } } | null)?.mongoose?.results;
+  if (Array.isArray(results)) {
+    return results.flatMap((r, index): OpFailure[] => {
+      if (r === null || r === undefined) return [];
+      if (r instanceof mongoose.Error) return [{ index, cast: true, message: r.message }];
+      const we = writeError(r);
+      return [{ index, cast: false, ...(we.code !== undefined ? { code: we.code } : {}), message: we.errmsg ?? `code ${we.code}` }];
+    });
+  }
+  return bulkWriteErrors(resultOrError)?.map((we) => ({ index: we.index, cast: false, ...(we.code !== undefined ? { code: we.code } : {}), message: we.errmsg ?? `code ${we.code}` }));
+}
+
+type RawWriteError = { index?: number; code?: number; errmsg?: string; err?: { index?: number; code?: number; errmsg?: string } };
+
+/** The driver's WriteError keeps its fields in `err` behind getters; mongoose passes on copies that keep only `err`. */
+function writeError(we: unknown): { index: number; code?: number; errmsg?: string } {
+  const w = we as RawWriteError;
+  const code = w.code ?? w.err?.code;
+  const errmsg = w.errmsg ?? w.err?.errmsg;
+  return { index: (w.index ?? w.err?.index)!, ...(code !== undefined ? { code } : {}), ...(errmsg !== undefined ? { errmsg } : {}) };
+}
+
 function bulkWriteErrors(err: unknown): { index: number; code?: number; errmsg?: string }[] | undefined {
-  const writeErrors = (err as { writeErrors?: unknown }).writeErrors;
+  const writeErrors = (err as { writeErrors?: unknown } | null)?.writeErrors;
   if (!writeErrors) return undefined;
-  return (Array.isArray(writeErrors) ? writeErrors : [writeErrors]) as { index: number; code?: number; errmsg?: string }[];
+  return (Array.isArray(writeErrors) ? writeErrors : [writeErrors]).map(writeError);
 }
 
 export async function closeMongoConnections(): Promise<void> {
