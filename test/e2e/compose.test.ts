@@ -1,12 +1,12 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, delimiter, dirname, join, relative } from 'node:path';
-import * as cheerio from 'cheerio';
 import { MongoClient } from 'mongodb';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import ajv2019 from 'ajv/dist/2019.js';
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import { BOOKS_ARCHIVE, unpack } from '../fixtures/static-site.mjs';
+import { booksTruth } from '../helpers/books-truth.js';
 import { CLI, ROOT, comparable, tempDir } from '../helpers/cli.js';
 import { startMongo, type MongoServer } from '../helpers/mongo.js';
 import { freePort, waitForPort } from '../helpers/ports.js';
@@ -267,41 +267,6 @@ function imageFiles(): Map<string, string> {
     }
   }
   return files;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The ground truth of the books demo, read from the HTML with cheerio (as books.test.ts does).
-
-function booksTruth(root: string, base: string) {
-  const listingPages = ['index.html', ...Array.from({ length: 48 }, (_, i) => `catalogue/page-${i + 2}.html`)];
-  const listings = listingPages.flatMap((page) => {
-    const $ = cheerio.load(readFileSync(join(root, page), 'utf8'));
-    const pageUrl = `${base}/${page}`;
-    return $('article.product_pod')
-      .toArray()
-      .map((el) => ({
-        type: 'listing',
-        link: new URL($(el).find('h3 a').attr('href')!, pageUrl).href,
-        title: $(el).find('h3 a').attr('title'),
-        price: Number($(el).find('.price_color').text().replace(/[^0-9.]/g, '')),
-        rating: $(el).find('p.star-rating').attr('class')!.split(/\s+/)[1],
-      }));
-  });
-  const books = readdirSync(join(root, 'catalogue'))
-    .filter((d) => /_\d+$/.test(d))
-    .map((d) => {
-      const $ = cheerio.load(readFileSync(join(root, 'catalogue', d, 'index.html'), 'utf8'));
-      return {
-        type: 'book',
-        url: `${base}/catalogue/${d}/index.html`,
-        title: $('.product_main h1').text().trim(),
-        price: Number($('.product_main .price_color').text().replace(/[^0-9.]/g, '')),
-        upc: $('table.table tr').first().find('td').text().trim(),
-        availability: $('.product_main .availability').text().trim(),
-        rating: $('.product_main p.star-rating').attr('class')!.split(/\s+/)[1],
-      };
-    });
-  return { listings, books };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -876,7 +841,8 @@ describe('docker-compose.yml', () => {
       expect(status.counters).toMatchObject({ items: 1180, written: 1180, invalid: 0 });
 
       // Exactly the expected items in MongoDB, compared field by field with the pages themselves.
-      const truth = booksTruth(unpack(BOOKS_ARCHIVE), `http://demo-site:${demoPort}`);
+      const { listings: truthListings, details: truthBooks } = booksTruth(unpack(BOOKS_ARCHIVE), `http://demo-site:${demoPort}`);
+      const truth = { listings: truthListings, books: truthBooks };
       expect(truth.listings).toHaveLength(980);
       expect(truth.books).toHaveLength(200);
       const client = await MongoClient.connect(mongo.url);
