@@ -67,7 +67,9 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       const ratio = fiveHostRate / oneHostRate;
       process.stderr.write(`politeness: one host ${oneHostRate.toFixed(2)} req/s, five hosts ${fiveHostRate.toFixed(2)} req/s, ratio ${ratio.toFixed(2)}; per-host min gap ${Math.min(...stats.map((s) => s.minGapMs))} ms\n`);
       expect(ratio).toBeGreaterThan(3.2);
-      expect(ratio).toBeLessThan(8);
+      // No ceiling on the ratio: the per-host gap and concurrency checks above already bound the rate
+      // from above, and load on a shared machine that slows the one-host run only raises the ratio.
+      expect(oneHostRate).toBeLessThanOrEqual(5);
     } finally {
       await site.close();
     }
