@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
+import { encodeUrlCredentials } from './redact.js';
+import { parseMongoCredentials } from './sink-spec.js';
 
 /**
  * Every environment variable the fleet reads, with its default, in one table (Crawlee's ENV_MAP).
@@ -9,6 +11,7 @@ import { ConfigError } from './errors.js';
 export const ENV_TABLE = {
   REDIS_URL: { default: 'redis://127.0.0.1:6379', doc: 'queues, frontier, crawl state' },
   MONGO_URL: { default: 'mongodb://127.0.0.1:27017/crawlfleet', doc: 'item store used by writers' },
+  MONGO_CREDENTIALS: { default: '', doc: 'a writer\'s credentials for other MongoDB servers than MONGO_URL\'s: URLs with user and password, whitespace-separated, or @path/to/file' },
   QUEUE_PREFIX: { default: 'crawlfleet', doc: 'BullMQ prefix and prefix of every crawlfleet key' },
   LOG_LEVEL: { default: 'info', doc: 'pino level; logs are JSON lines on stderr' },
   USER_AGENTS: { default: '', doc: 'user agents to rotate, newline-separated, or @path/to/file' },
@@ -32,6 +35,7 @@ export type EnvName = keyof typeof ENV_TABLE;
 const envSchema = z.object({
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://'),
   MONGO_URL: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must start with mongodb:// or mongodb+srv://'),
+  MONGO_CREDENTIALS: z.string(),
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   USER_AGENTS: z.string(),
@@ -53,6 +57,8 @@ const envSchema = z.object({
 export interface Env {
   redisUrl: string;
   mongoUrl: string;
+  /** MONGO_CREDENTIALS: URLs lending a user and password to a crawl's MongoDB sink on their server */
+  mongoCredentials: string[];
   queuePrefix: string;
   logLevel: string;
   userAgents: string[];
@@ -100,8 +106,10 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
   }
   const e = parsed.data;
   return {
-    redisUrl: e.REDIS_URL,
-    mongoUrl: e.MONGO_URL,
+    // A password pasted unencoded (`redis://:p@ss/w@host`) is encoded here, once, for every client.
+    redisUrl: encodeUrlCredentials(e.REDIS_URL),
+    mongoUrl: encodeUrlCredentials(e.MONGO_URL),
+    mongoCredentials: parseMongoCredentials(readListValue(e.MONGO_CREDENTIALS, 'MONGO_CREDENTIALS', /\s+/)),
     queuePrefix: e.QUEUE_PREFIX,
     logLevel: e.LOG_LEVEL,
     userAgents: readListValue(e.USER_AGENTS, 'USER_AGENTS', /\n/),

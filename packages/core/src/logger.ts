@@ -8,7 +8,7 @@ export type { Logger };
  * with credentials is redacted before it is written.
  */
 export function createLogger(options: { level?: string; name?: string } = {}): Logger {
-  return pino(
+  const logger = pino(
     {
       name: options.name ?? 'crawlfleet',
       level: options.level ?? process.env.LOG_LEVEL ?? 'info',
@@ -16,12 +16,23 @@ export function createLogger(options: { level?: string; name?: string } = {}): L
       timestamp: pino.stdTimeFunctions.isoTime,
       hooks: {
         logMethod(args, method) {
-          method.apply(this, args.map((a) => (typeof a === 'string' ? redactUrl(a) : redactDeep(a))) as Parameters<typeof method>);
+          // `log.error(err, msg)`: pino would serialize the Error under `err`; redacting it first turns
+          // it into a plain object, so it is put under `err` here, its message the default msg.
+          const [first, ...more] = args as unknown[];
+          const lead = first instanceof Error ? [{ err: first }, ...(more.length ? [] : [first.message])] : [first];
+          method.apply(this, [...lead, ...more].map((a) => (typeof a === 'string' ? redactUrl(a) : redactDeep(a))) as Parameters<typeof method>);
         },
       },
       formatters: { level: (label) => ({ level: label }) },
-      serializers: { err: (err: Error) => redactDeep(pino.stdSerializers.err(err)) },
+      serializers: { err: (err: Error) => redactDeep(err instanceof Error ? pino.stdSerializers.err(err) : err) },
     },
     pino.destination({ fd: 2, sync: true }),
   );
+  // A child's bindings (`log.child({ proxy })`) are serialized once, without logMethod: redact them
+  // on the way in. Children are created from their parent's prototype, so they inherit this too.
+  const bindChild = logger.child;
+  logger.child = function child(this: Logger, bindings, options) {
+    return bindChild.call(this, redactDeep(bindings), options);
+  } as Logger['child'];
+  return logger;
 }

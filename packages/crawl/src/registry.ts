@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { CRAWL_ID_PATTERN, ConfigError, runScript, validateSpider, type Keys, type SinkSpec, type Spider } from '@crawlfleet/core';
+import { CRAWL_ID_PATTERN, ConfigError, runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider } from '@crawlfleet/core';
 
 export const CRAWL_STATES = ['running', 'paused', 'done', 'failed', 'cancelled'] as const;
 export type CrawlState = (typeof CRAWL_STATES)[number];
@@ -31,12 +31,15 @@ export function spiderVersion(spider: Spider): string {
   return createHash('sha1').update(JSON.stringify(spider)).digest('hex').slice(0, 12);
 }
 
-/** Stores the crawl (or resumes it, taking the new spider and sink). Returns whether it is new. */
+/**
+ * Stores the crawl (or resumes it, taking the new spider and sink). Returns whether it is new.
+ * The sink is stored without credentials: writers take them from their own environment.
+ */
 export async function registerCrawl(redis: Redis, keys: Keys, crawlId: string, spider: Spider, sink: SinkSpec): Promise<boolean> {
   const created = await runScript<number>(redis, 'registerCrawl', [keys.crawl(crawlId).meta], [
     JSON.stringify(spider),
     spiderVersion(spider),
-    JSON.stringify(sink),
+    JSON.stringify(storableSinkSpec(sink)),
     new Date().toISOString(),
     spider.name,
   ]);

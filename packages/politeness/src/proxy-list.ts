@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { ConfigError, readListValue, redactUrl } from '@crawlfleet/core';
+import { ConfigError, encodeUrlCredentials, readListValue, redactUrl } from '@crawlfleet/core';
 
 /** One proxy of the pool. `label` is the URL with its credentials redacted: the only form shown. */
 export interface ProxyEntry {
@@ -25,9 +25,10 @@ export function parseProxyUrls(urls: string[], source: string, where: (index: nu
     const refuse = (problem: string) => new ConfigError(`${where(index)}: ${problem}`, { file: source, issues: [where(index)] });
     let url: URL;
     try {
-      url = new URL(raw);
+      // a password pasted unencoded (`user:p@ss/w@host`) is encoded, not refused
+      url = new URL(encodeUrlCredentials(raw));
     } catch {
-      throw refuse(`not a URL: ${JSON.stringify(raw.replace(/\/\/[^@/]*@/, '//***:***@'))}`);
+      throw refuse(`not a URL: ${JSON.stringify(redactUrl(raw))}`);
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw refuse(`must be http:// or https://, got ${url.protocol}`);
     const normalised = url.href.replace(/\/$/, '');

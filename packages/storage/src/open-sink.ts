@@ -1,4 +1,4 @@
-import { itemKeyFields, type Logger, type SinkSpec, type Spider } from '@crawlfleet/core';
+import { itemKeyFields, mongoUrlForSink, parseMongoCredentials, readListValue, type Logger, type SinkSpec, type Spider } from '@crawlfleet/core';
 import { FileSink } from './file-sink.js';
 import { csvColumns, csvFormat, jsonlFormat } from './formats.js';
 import { MongoSink } from './mongo-sink.js';
@@ -8,6 +8,8 @@ import type { ItemSink } from './sink.js';
 export interface OpenSinkOptions {
   /** the writer's MONGO_URL, for crawls whose sink names no URL of its own */
   mongoUrl: string;
+  /** the writer's MONGO_CREDENTIALS (default: read from the process environment) */
+  mongoCredentials?: string[];
   log?: Logger;
   batch?: BatcherOptions;
 }
@@ -21,6 +23,10 @@ export async function openSink(spec: SinkSpec, spider: Spider, options: OpenSink
     case 'csv':
       return FileSink.open(spec.path, csvFormat(csvColumns(spider.items.flatMap((r) => Object.keys(r.fields)))), keyFields, options.batch);
     case 'mongo':
-      return MongoSink.open(spec.url ?? options.mongoUrl, spider, { ...(options.log ? { log: options.log } : {}), ...(options.batch ? { batch: options.batch } : {}) });
+      return MongoSink.open(mongoUrlForSink(spec, { mongoUrl: options.mongoUrl, mongoCredentials: options.mongoCredentials ?? envMongoCredentials() }), spider, { ...(options.log ? { log: options.log } : {}), ...(options.batch ? { batch: options.batch } : {}) });
   }
+}
+
+function envMongoCredentials(): string[] {
+  return parseMongoCredentials(readListValue(process.env.MONGO_CREDENTIALS ?? '', 'MONGO_CREDENTIALS', /\s+/));
 }

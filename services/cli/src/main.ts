@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
-import { errorMessage } from '@crawlfleet/core';
+import { errorMessage, redactUrl } from '@crawlfleet/core';
 import { assertCrawlId } from '@crawlfleet/crawl';
 import { crawlCommand } from './commands/crawl.js';
 import { dashboardCommand } from './commands/dashboard.js';
@@ -14,6 +14,16 @@ import { workerCommand } from './commands/worker.js';
 import { exitCodeFor } from './exit-codes.js';
 import { positiveInt } from './options.js';
 
+// A crash is reported as Node would report it (stack, exit 1), but with every URL's credentials
+// redacted: an error from a client library may quote the URL it was given.
+process.on('uncaughtException', (err) => {
+  process.stderr.write(`crawlfleet: ${redactUrl(err instanceof Error ? (err.stack ?? err.message) : String(err))}\n`);
+  process.exit(1);
+});
+process.on('unhandledRejection', (reason) => {
+  throw reason;
+});
+
 let exitCode = 0;
 const run = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => async (...args: A) => {
   exitCode = await fn(...args);
@@ -24,6 +34,8 @@ const redisOption = () => new Option('--redis <url>', 'Redis URL (default: REDIS
 const program = new Command('crawlfleet')
   .description('A distributed web-scraping fleet on BullMQ.')
   .showHelpAfterError()
+  // commander echoes what it could not parse, which may be a URL with a password
+  .configureOutput({ writeErr: (text) => process.stderr.write(redactUrl(text)) })
   .exitOverride();
 
 program
@@ -121,7 +133,7 @@ try {
   const code = exitCodeFor(err);
   const isCommander = typeof (err as { code?: unknown }).code === 'string' && String((err as { code: string }).code).startsWith('commander.');
   // commander already printed its own message; ours names the file, path and problem.
-  if (!isCommander) process.stderr.write(`crawlfleet: ${errorMessage(err)}\n`);
+  if (!isCommander) process.stderr.write(`crawlfleet: ${redactUrl(errorMessage(err))}\n`);
   process.exitCode = code;
 }
 // Short commands end here; long-running ones (worker, crawl) keep the event loop alive themselves.

@@ -1,4 +1,4 @@
-import { defaultSinkSpec, loadSpiderFile, sinkSpecFor, type SinkSpec } from '@crawlfleet/core';
+import { defaultSinkSpec, loadSpiderFile, mongoSinkSpec, sinkSpecFor, type SinkSpec } from '@crawlfleet/core';
 import { getStatus } from '@crawlfleet/crawl';
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
@@ -35,7 +35,8 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
   // --out FILE, else --mongo URL or MONGO_URL, else ./data/<crawl-id>/items.jsonl.
   const sinkFor = (crawlId: string): SinkSpec => {
     if (options.out) return sinkSpecFor(options.out);
-    if (options.mongo) return { kind: 'mongo', url: options.mongo };
+    // Stored without the password; this process's writer has it as its MONGO_URL (envWith above).
+    if (options.mongo) return mongoSinkSpec(options.mongo);
     if (process.env.MONGO_URL) return { kind: 'mongo' };
     return defaultSinkSpec(crawlId);
   };
