@@ -1,8 +1,8 @@
-import { readFileSync, writeFileSync, appendFileSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync, appendFileSync, mkdtempSync, statSync, existsSync, utimesSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NonRetryableError, validateSpider } from '@crawlfleet/core';
-import { Batcher, FileSink, ItemsRejectedError, castItem, contentHash, csvColumns, csvFormat, documentId, fieldSchemaType, isDocumentFault, itemModelName, itemSchema, jsonlFormat } from '@crawlfleet/storage';
+import { Batcher, FileLock, FileSink, ItemsRejectedError, RecordSplitter, SinkBusyError, castItem, itemIdentity, lockIsStale, type IdentityIndex, type IndexState, type SinkIO, contentHash, csvColumns, csvFormat, documentId, fieldSchemaType, isDocumentFault, itemModelName, itemSchema, jsonlFormat } from '@crawlfleet/storage';
 
 describe('Batcher', () => {
   test('flushes at maxItems or after maxWaitMs, and settles each caller with its flush', async () => {
@@ -31,15 +31,36 @@ describe('Batcher', () => {
   });
 });
 
+/** An index in this process, for the sink's logic without Redis; the fleet's is RedisIdentityIndex (test/e2e/file-sink). */
+class MemoryIndex implements IdentityIndex {
+  readonly digests = new Set<string>();
+  recorded: IndexState | undefined;
+  async state() {
+    return this.recorded;
+  }
+  async lookup(digests: Buffer[]) {
+    return { state: this.recorded, held: digests.map((d) => this.digests.has(d.toString('hex'))) };
+  }
+  async record(digests: Buffer[], state?: IndexState) {
+    for (const d of digests) this.digests.add(d.toString('hex'));
+    if (state) this.recorded = state;
+  }
+  async clear() {
+    this.recorded = undefined;
+    this.digests.clear();
+  }
+}
+
 describe('FileSink', () => {
   const keyFields = { book: 'upc' };
   test('writes each item once across re-runs, and cuts a torn last line on open', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'sink-')), 'out', 'items.jsonl');
-    const sink = await FileSink.open(path, jsonlFormat, keyFields);
+    const index = new MemoryIndex();
+    const sink = await FileSink.open(path, jsonlFormat, keyFields, { index });
     await sink.write([{ type: 'book', upc: 'a', n: 1 }, { type: 'book', upc: 'b', n: 2 }, { type: 'book', upc: 'a', n: 3 }]);
     await sink.close();
     appendFileSync(path, '{"type":"book","upc":"c"'); // a crash mid-write
-    const again = await FileSink.open(path, jsonlFormat, keyFields);
+    const again = await FileSink.open(path, jsonlFormat, keyFields, { index });
     await again.write([{ type: 'book', upc: 'b', n: 2 }, { type: 'book', upc: 'c', n: 4 }]);
     await again.close();
     expect(readFileSync(path, 'utf8')).toBe('{"type":"book","upc":"a","n":1}\n{"type":"book","upc":"b","n":2}\n{"type":"book","upc":"c","n":4}\n');
@@ -48,10 +69,11 @@ describe('FileSink', () => {
   test('CSV: header once, RFC 4180 quoting, arrays joined with |, resumable', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'sink-')), 'items.csv');
     const format = csvFormat(csvColumns(['title', 'tags']));
-    const sink = await FileSink.open(path, format, {});
+    const sink = await FileSink.open(path, format, {}, { index: new MemoryIndex() });
     await sink.write([{ type: 'p', url: 'http://a/1', title: 'He said "hi", twice\nthen left', tags: ['x', 'y'], spider: 's', crawlId: 'c', fetchedAt: 't' }]);
     await sink.close();
-    const resumed = await FileSink.open(path, format, {});
+    // a new index: everything is read back from the file, the quoted newline included
+    const resumed = await FileSink.open(path, format, {}, { index: new MemoryIndex(), chunkBytes: 7 });
     await resumed.write([{ type: 'p', url: 'http://a/1', title: 'dup' }, { type: 'p', url: 'http://a/2', title: null, tags: [] }]);
     await resumed.close();
     expect(readFileSync(path, 'utf8')).toBe(
@@ -59,12 +81,187 @@ describe('FileSink', () => {
     );
   });
 
+  test('CSV: numeric keys are still known after a reopen (the file gives them back as text)', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'sink-')), 'items.csv');
+    const format = csvFormat(csvColumns(['upc', 'tags']));
+    const first = await FileSink.open(path, format, { book: 'upc', list: 'tags' }, { index: new MemoryIndex() });
+    await first.write([{ type: 'book', url: 'http://a/1', upc: 1001 }, { type: 'list', url: 'http://a/2', tags: [7, 'x'] }]);
+    await first.close();
+    const again = await FileSink.open(path, format, { book: 'upc', list: 'tags' }, { index: new MemoryIndex() });
+    await again.write([{ type: 'book', url: 'http://a/1', upc: 1001 }, { type: 'list', url: 'http://a/2', tags: [7, 'x'] }, { type: 'book', url: 'http://a/3', upc: 1002 }]);
+    await again.close();
+    expect(readFileSync(path, 'utf8').split('\r\n').filter(Boolean)).toEqual(['type,url,upc,tags,spider,crawlId,fetchedAt', 'book,http://a/1,1001,,,,', 'list,http://a/2,,7|x,,,', 'book,http://a/3,1002,,,,']);
+  });
+
+  test('identities are the same whether a key went through JSON or CSV', () => {
+    expect(itemIdentity({ type: 'b', upc: 12 }, { b: 'upc' })).toBe(itemIdentity({ type: 'b', upc: '12' }, { b: 'upc' }));
+    expect(itemIdentity({ type: 'b', upc: ['a', 2] }, { b: 'upc' })).toBe(itemIdentity({ type: 'b', upc: 'a|2' }, { b: 'upc' }));
+    expect(itemIdentity({ type: 'b' }, { b: 'upc' })).toBe(itemIdentity({ type: 'b', upc: '' }, { b: 'upc' }));
+    expect(itemIdentity({ type: 'b', upc: 12 }, { b: 'upc' })).not.toBe(itemIdentity({ type: 'b', upc: 13 }, { b: 'upc' }));
+  });
+
+  test('the index is rebuilt from a file many times the read chunk, in chunks, and knows every record', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'sink-')), 'items.jsonl');
+    const items = Array.from({ length: 300 }, (_, i) => ({ type: 'book', upc: `u${i}`, title: 'é'.repeat(i % 40) }));
+    const first = await FileSink.open(path, jsonlFormat, keyFields, { index: new MemoryIndex() });
+    await first.write(items);
+    await first.close();
+    const size = statSync(path).size;
+    const reads: number[] = [];
+    const io: SinkIO = { read: async (h, buffer, position) => (await h.read(buffer, 0, buffer.length, position)).bytesRead, write: async (h, b, p) => (await h.write(b, 0, b.length, p)).bytesWritten };
+    const counting: SinkIO = { ...io, read: async (h, buffer, position) => { reads.push(buffer.length); return io.read(h, buffer, position); } };
+    const fresh = new MemoryIndex();
+    const again = await FileSink.open(path, jsonlFormat, keyFields, { index: fresh, chunkBytes: 64, io: counting });
+    expect(size).toBeGreaterThan(64 * 100);
+    expect(Math.max(...reads.slice(0, -1))).toBeLessThanOrEqual(64); // the last read is the tail digest's
+    expect(fresh.digests.size).toBe(300);
+    await again.write([...items].reverse());
+    await again.close();
+    expect(statSync(path).size).toBe(size);
+  });
+
+  test('a failed append (a full disk) leaves no torn line, and the next batch is whole', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'sink-')), 'items.jsonl');
+    let failNext = false;
+    const io: SinkIO = {
+      read: async (h, buffer, position) => (await h.read(buffer, 0, buffer.length, position)).bytesRead,
+      write: async (h, buffer, position) => {
+        if (!failNext) return (await h.write(buffer, 0, buffer.length, position)).bytesWritten;
+        failNext = false;
+        await h.write(buffer, 0, Math.floor(buffer.length / 2) + 3, position); // part of the text reached the disk
+        throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+      },
+    };
+    const sink = await FileSink.open(path, jsonlFormat, keyFields, { index: new MemoryIndex(), io, batch: { maxItems: 100, maxWaitMs: 5 } });
+    await sink.write([{ type: 'book', upc: 'a' }]);
+    failNext = true;
+    await expect(sink.write([{ type: 'book', upc: 'b' }, { type: 'book', upc: 'c' }])).rejects.toThrow('ENOSPC');
+    expect(readFileSync(path, 'utf8')).toBe('{"type":"book","upc":"a"}\n');
+    await sink.write([{ type: 'book', upc: 'c' }, { type: 'book', upc: 'd' }]);
+    await sink.write([{ type: 'book', upc: 'b' }, { type: 'book', upc: 'a' }]); // the failed job again
+    await sink.close();
+    expect(readFileSync(path, 'utf8')).toBe(['a', 'c', 'd', 'b'].map((u) => `{"type":"book","upc":"${u}"}\n`).join(''));
+  });
+
+  test('a failed append whose cut fails too is cut before the next append', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'sink-')), 'items.jsonl');
+    let failNext = false;
+    const io: SinkIO = {
+      read: async (h, buffer, position) => (await h.read(buffer, 0, buffer.length, position)).bytesRead,
+      write: async (h, buffer, position) => {
+        if (!failNext) return (await h.write(buffer, 0, buffer.length, position)).bytesWritten;
+        failNext = false;
+        await h.write(buffer, 0, buffer.length - 1, position);
+        const truncate = h.truncate.bind(h);
+        h.truncate = async () => {
+          h.truncate = truncate; // the disk is back for the next batch
+          throw new Error('EIO: the cut fails too');
+        };
+        throw new Error('EIO: write');
+      },
+    };
+    const sink = await FileSink.open(path, jsonlFormat, keyFields, { index: new MemoryIndex(), io });
+    failNext = true;
+    await expect(sink.write([{ type: 'book', upc: 'a', title: 'long enough to tear' }])).rejects.toThrow('EIO: write');
+    expect(readFileSync(path, 'utf8')).toBe('{"type":"book","upc":"a","title":"long enough to tear"}'); // torn, for now
+    await sink.write([{ type: 'book', upc: 'b' }]);
+    await sink.close();
+    expect(readFileSync(path, 'utf8')).toBe('{"type":"book","upc":"b"}\n');
+  });
+
   test('an unwritable path is an error, not a hang', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sink-'));
     writeFileSync(join(dir, 'file'), '');
-    await expect(FileSink.open(join(dir, 'file', 'items.jsonl'), jsonlFormat, {})).rejects.toThrow();
+    await expect(FileSink.open(join(dir, 'file', 'items.jsonl'), jsonlFormat, {}, { index: new MemoryIndex() })).rejects.toThrow();
   });
 });
+
+describe('RecordSplitter', () => {
+  const split = (quoted: boolean, text: string, chunk: number) => {
+    const bytes = Buffer.from(text);
+    const splitter = new RecordSplitter(quoted, 10);
+    const records = [];
+    for (let i = 0; i < bytes.length; i += chunk) records.push(...splitter.push(bytes.subarray(i, i + chunk)));
+    return { records, pending: splitter.pendingBytes };
+  };
+  test('records across chunk boundaries, with their file offsets; a torn rest is pending', () => {
+    for (const chunk of [1, 2, 3, 100]) {
+      expect(split(false, 'ab\nçd\n\nxy', chunk)).toEqual({
+        records: [{ text: 'ab\n', start: 10, end: 13 }, { text: 'çd\n', start: 13, end: 17 }, { text: '\n', start: 17, end: 18 }],
+        pending: 2,
+      });
+    }
+  });
+  test('CSV: a newline inside quotes does not end a record; an escaped quote does not end the quotes', () => {
+    for (const chunk of [1, 4, 100]) {
+      const { records, pending } = split(true, 'a,"x\n""y\n"\r\nb,"open\n', chunk);
+      expect(records.map((r) => r.text)).toEqual(['a,"x\n""y\n"\r\n']);
+      expect(pending).toBe(Buffer.byteLength('b,"open\n'));
+    }
+  });
+});
+
+describe('the file lock', () => {
+  const here = { host: 'h1', pid: 7, started: 5000, isAlive: (pid: number) => pid === 42 || pid === 7 };
+  test('stale when its owner died on this host, or when not renewed for staleMs; held otherwise', () => {
+    const owner = (pid: number, host = 'h1', started = 100) => ({ pid, host, started, token: 't', since: '' });
+    expect(lockIsStale({ owner: owner(42), mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
+    expect(lockIsStale({ owner: owner(43), mtimeMs: 1000 }, 1500, 1000, here)).toBe(true);
+    expect(lockIsStale({ owner: owner(43, 'h2'), mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
+    expect(lockIsStale({ owner: owner(43, 'h2'), mtimeMs: 1000 }, 2001, 1000, here)).toBe(true);
+    expect(lockIsStale({ owner: undefined, mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
+    // this very pid: another sink of this process holds it, or a predecessor in a restarted container did
+    expect(lockIsStale({ owner: owner(7, 'h1', 5000), mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
+    expect(lockIsStale({ owner: owner(7, 'h1', 4000), mtimeMs: 1000 }, 1500, 1000, here)).toBe(true);
+  });
+
+  test('one holder at a time; a dead owner\'s lock is taken at once; released on close', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'lock-')), 'items.jsonl');
+    const a = new FileLock(path, 60_000);
+    const b = new FileLock(path, 60_000);
+    expect(await a.tryAcquire()).toBe(true);
+    expect(await b.tryAcquire()).toBe(false);
+    expect(await a.holds()).toBe(true);
+    await a.release();
+    expect(await b.tryAcquire()).toBe(true);
+    await b.release();
+    // a writer killed with SIGKILL left its lock: its pid is gone
+    writeFileSync(`${path}.lock`, JSON.stringify({ pid: 2 ** 22 + 7, host: hostname(), started: 1, token: 'dead', since: '' }));
+    const c = new FileLock(path, 60_000);
+    expect(await c.tryAcquire()).toBe(true);
+    expect(JSON.parse(readFileSync(`${path}.lock`, 'utf8')).pid).toBe(process.pid);
+    await c.release();
+    expect(existsSync(`${path}.lock`)).toBe(false);
+    // another host's lock: held while renewed, taken once not renewed for staleMs
+    writeFileSync(`${path}.lock`, JSON.stringify({ pid: 1, host: 'elsewhere', started: 1, token: 'far', since: '' }));
+    expect(await new FileLock(path, 60_000).tryAcquire()).toBe(false);
+    utimesSync(`${path}.lock`, new Date(Date.now() - 120_000), new Date(Date.now() - 120_000));
+    const d = new FileLock(path, 60_000);
+    expect(await d.tryAcquire()).toBe(true);
+    await d.release();
+  });
+
+  test('a second sink on a locked file opens, refuses items with SinkBusyError, and takes over once it is free', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'sink-')), 'items.jsonl');
+    const index = new MemoryIndex();
+    const keyFields = { book: 'upc' };
+    const first = await FileSink.open(path, jsonlFormat, keyFields, { index });
+    const second = await FileSink.open(path, jsonlFormat, keyFields, { index, busyWaitMs: 1234 });
+    await first.write([{ type: 'book', upc: 'a' }]);
+    const refused = await second.write([{ type: 'book', upc: 'a' }]).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(SinkBusyError);
+    expect((refused as SinkBusyError).waitMs).toBe(1234);
+    expect((refused as SinkBusyError).message).toContain(`pid ${process.pid}`);
+    await first.close();
+    await second.write([{ type: 'book', upc: 'a' }, { type: 'book', upc: 'b' }]);
+    await second.close();
+    expect(readJsonlText(path)).toEqual(['a', 'b']);
+  });
+});
+
+function readJsonlText(path: string): unknown[] {
+  return readFileSync(path, 'utf8').split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { upc: unknown }).upc);
+}
 
 describe('item store decisions', () => {
   test('the content hash ignores crawlId, fetchedAt and spider, and key order', () => {

@@ -88,9 +88,19 @@ export class Keys {
     };
   }
 
+  /**
+   * A file sink's index of what its file holds, in the crawl's slot: `identities` is a set of item
+   * identity digests; `state` a hash of the file's path, the byte offset the set covers and a digest
+   * of the bytes just before it (see storage's identity-index).
+   */
+  fileIndex(crawlId: string): { identities: string; state: string } {
+    const base = `${this.prefix}:crawl:{${crawlId}}:file`;
+    return { identities: `${base}:identities`, state: `${base}:state` };
+  }
+
   /** Every key of a crawl as a flat list, for `reset`. */
   allCrawlKeys(crawlId: string): string[] {
     const k = this.crawl(crawlId);
-    return [k.meta, k.counters, k.urls, k.dead, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s]])];
+    return [...Object.values(this.fileIndex(crawlId)), k.meta, k.counters, k.urls, k.dead, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s]])];
   }
 }

@@ -7,6 +7,13 @@ export interface FileFormat {
   header?: () => string;
   line: (item: Item) => string;
   parse: (text: string) => Item[];
+  /**
+   * One record (a line as `line` wrote it, its line ending included) back into an item, or
+   * undefined when it is not one (a blank or garbled line). A CSV record gives every value as text.
+   */
+  parseRecord: (record: string) => Item | undefined;
+  /** a record may hold newlines inside double quotes (CSV), so only a newline outside quotes ends it */
+  quoted: boolean;
 }
 
 export const jsonlFormat: FileFormat = {
@@ -22,6 +29,16 @@ export const jsonlFormat: FileFormat = {
           return [];
         }
       }),
+  parseRecord: (record) => {
+    if (record.trim() === '') return undefined;
+    try {
+      const value: unknown = JSON.parse(record);
+      return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Item) : undefined;
+    } catch {
+      return undefined;
+    }
+  },
+  quoted: false,
 };
 
 const LEADING = ['type', 'url'];
@@ -44,5 +61,16 @@ export function csvFormat(columns: string[]): FileFormat {
     header: () => stringifyCsv([columns], { record_delimiter: '\r\n' }),
     line: (item) => stringifyCsv([columns.map((c) => csvCell(item[c]))], { record_delimiter: '\r\n' }),
     parse: (text) => parseCsv(text, { columns: true, skip_empty_lines: true, relax_column_count: true }) as Item[],
+    parseRecord: (record) => {
+      let rows: string[][];
+      try {
+        rows = parseCsv(record, { skip_empty_lines: true, relax_column_count: true, relax_quotes: true }) as string[][];
+      } catch {
+        return undefined;
+      }
+      const row = rows[0];
+      return row ? Object.fromEntries(columns.map((c, i) => [c, row[i] ?? ''])) : undefined;
+    },
+    quoted: true,
   };
 }

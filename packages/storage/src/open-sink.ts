@@ -1,5 +1,6 @@
-import { itemKeyFields, mongoUrlForSink, parseMongoCredentials, readListValue, type Logger, type SinkSpec, type Spider } from '@crawlfleet/core';
+import { itemKeyFields, type Keys, mongoUrlForSink, parseMongoCredentials, readListValue, type Logger, type SinkSpec, type Spider } from '@crawlfleet/core';
 import { FileSink } from './file-sink.js';
+import { RedisIdentityIndex, type IndexRedis } from './identity-index.js';
 import { csvColumns, csvFormat, jsonlFormat } from './formats.js';
 import { MongoSink } from './mongo-sink.js';
 import type { BatcherOptions } from './batcher.js';
@@ -12,6 +13,17 @@ export interface OpenSinkOptions {
   mongoCredentials?: string[];
   log?: Logger;
   batch?: BatcherOptions;
+  /** a file sink keeps the identities it wrote in the crawl's Redis (Keys.fileIndex) */
+  redis?: IndexRedis;
+  keys?: Keys;
+  crawlId?: string;
+}
+
+/** The index of a file sink: in the crawl's Redis slot. */
+function fileIndex(options: OpenSinkOptions): RedisIdentityIndex {
+  const { redis, keys, crawlId } = options;
+  if (!redis || !keys || !crawlId) throw new Error('a file sink needs the writer\'s Redis, its keys and the crawl id (OpenSinkOptions redis, keys, crawlId)');
+  return new RedisIdentityIndex(redis, keys.fileIndex(crawlId));
 }
 
 /** Opens the sink a crawl names. */
@@ -19,9 +31,9 @@ export async function openSink(spec: SinkSpec, spider: Spider, options: OpenSink
   const keyFields = itemKeyFields(spider);
   switch (spec.kind) {
     case 'jsonl':
-      return FileSink.open(spec.path, jsonlFormat, keyFields, options.batch);
+      return FileSink.open(spec.path, jsonlFormat, keyFields, { index: fileIndex(options), batch: options.batch });
     case 'csv':
-      return FileSink.open(spec.path, csvFormat(csvColumns(spider.items.flatMap((r) => Object.keys(r.fields)))), keyFields, options.batch);
+      return FileSink.open(spec.path, csvFormat(csvColumns(spider.items.flatMap((r) => Object.keys(r.fields)))), keyFields, { index: fileIndex(options), batch: options.batch });
     case 'mongo':
       return MongoSink.open(mongoUrlForSink(spec, { mongoUrl: options.mongoUrl, mongoCredentials: options.mongoCredentials ?? envMongoCredentials() }), spider, { ...(options.log ? { log: options.log } : {}), ...(options.batch ? { batch: options.batch } : {}) });
   }

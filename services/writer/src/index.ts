@@ -1,6 +1,6 @@
-import { ItemsRejectedError, closeMongoConnections, mongoConnection, openSink, type ItemSink, type OpenSinkOptions } from '@crawlfleet/storage';
+import { ItemsRejectedError, SinkBusyError, closeMongoConnections, mongoConnection, openSink, type ItemSink, type OpenSinkOptions } from '@crawlfleet/storage';
 import { NonRetryableError } from '@crawlfleet/core';
-import { createStageWorker, runningStage, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { DeferError, createStageWorker, runningStage, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 import type { CrawlRecord } from '@crawlfleet/crawl';
 
 export interface WriterOptions {
@@ -22,7 +22,7 @@ class SinkPool {
       entry = undefined;
     }
     if (!entry) {
-      entry = { key, sink: openSink(crawl.sink, crawl.spider, this.options) };
+      entry = { key, sink: openSink(crawl.sink, crawl.spider, { ...this.options, crawlId: crawl.crawlId }) };
       entry.sink.catch(() => this.open.delete(crawl.crawlId));
       this.open.set(crawl.crawlId, entry);
     }
@@ -57,6 +57,8 @@ export function mongoReadiness(url: string): { name: string; check: () => Promis
 export function startWriter(ctx: FleetContext, options: WriterOptions): RunningStage {
   const sinks = new SinkPool(options.idleCloseMs ?? 30_000, {
     mongoUrl: ctx.env.mongoUrl,
+    redis: ctx.redis,
+    keys: ctx.keys,
     log: ctx.log,
     batch: { maxItems: ctx.env.writeBatchSize, maxWaitMs: ctx.env.writeBatchMs, onFlush: (items, seconds) => ctx.metrics.writeBatch(items, seconds) },
   });
@@ -72,6 +74,8 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
         // The store refused some of this page's items: the job goes to the dead-letter set with the
         // reason; the rest of the batch, including this page's other items, is stored.
         if (err instanceof ItemsRejectedError) throw new NonRetryableError(err.code, err.message, { url: data.url }, { cause: err });
+        // Another writer process holds the sink's file: wait for it without spending an attempt.
+        if (err instanceof SinkBusyError) throw new DeferError(err.waitMs, err.message);
         throw err;
       }
       return { counters: { written: data.items.length } };

@@ -1,0 +1,184 @@
+import { randomUUID } from 'node:crypto';
+import { link, open, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
+import { hostname } from 'node:os';
+
+/** Who holds a lock file: written into it when taken. */
+export interface LockOwner {
+  pid: number;
+  host: string;
+  /** when the owner's process started (ms): tells a restarted container's process from its predecessor of the same pid */
+  started: number;
+  token: string;
+  /** when it was taken (ISO), for a person reading the file */
+  since: string;
+}
+
+export interface LockSeen {
+  /** undefined when the file does not parse (its owner died while writing it) */
+  owner: LockOwner | undefined;
+  /** when its owner last renewed it */
+  mtimeMs: number;
+}
+
+/**
+ * Whether a lock file seen now may be taken over: its owner's process is gone (same host, and no
+ * such pid, or the pid is this process's but the owner started at another time: a container
+ * restarted after a crash runs as the same pid), or the owner has not renewed it for `staleMs`
+ * (another host, or a hung process).
+ */
+export function lockIsStale(seen: LockSeen, now: number, staleMs: number, here: { host: string; pid: number; started: number; isAlive: (pid: number) => boolean }): boolean {
+  if (now - seen.mtimeMs > staleMs) return true;
+  const owner = seen.owner;
+  if (owner === undefined || owner.host !== here.host) return false;
+  if (owner.pid === here.pid) return owner.started !== here.started;
+  return !here.isAlive(owner.pid);
+}
+
+/** When this process started (ms), the same for every lock it takes. */
+const PROCESS_STARTED = Math.round(Date.now() - process.uptime() * 1000);
+
+function processIsAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists, under another user
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function parseOwner(text: string): LockOwner | undefined {
+  try {
+    const value = JSON.parse(text) as Partial<LockOwner>;
+    return typeof value.pid === 'number' && typeof value.host === 'string' && typeof value.token === 'string' && typeof value.started === 'number' ? (value as LockOwner) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isCode(err: unknown, code: string): boolean {
+  return (err as NodeJS.ErrnoException)?.code === code;
+}
+
+/**
+ * A lock file next to a data file (`<path>.lock`) that keeps it to one writer across processes and
+ * hosts that share the file system. It holds the owner's pid, host and a token; the owner renews
+ * its mtime while it holds it. A lock whose owner died on this host is taken over at once, one not
+ * renewed for `staleMs` after that long.
+ *
+ * Taking over renames the stale file aside first (rename is atomic, so of two processes taking over
+ * the same stale lock only one moves it); the one that finds it moved a fresh lock instead puts it
+ * back. An owner checks its token before each write (`holds`), so a lock lost to a takeover (the
+ * owner hung for longer than `staleMs`) stops its writes.
+ */
+export class FileLock {
+  readonly path: string;
+  private readonly me: LockOwner;
+  private renewal: NodeJS.Timeout | undefined;
+  private held = false;
+
+  constructor(dataPath: string, private readonly staleMs: number) {
+    this.path = `${dataPath}.lock`;
+    this.me = { pid: process.pid, host: hostname(), started: PROCESS_STARTED, token: randomUUID(), since: '' };
+  }
+
+  /** Takes the lock if it is free or stale; false when another live writer holds it. */
+  async tryAcquire(): Promise<boolean> {
+    if (await this.create()) return this.taken();
+    const seen = await this.look();
+    if (!seen) return (await this.create()) && this.taken(); // released meanwhile
+    if (!lockIsStale(seen, Date.now(), this.staleMs, { ...this.me, isAlive: processIsAlive })) return false;
+    if (!(await this.removeStale(seen))) return false;
+    return (await this.create()) && this.taken();
+  }
+
+  /** Whether the lock file still names this owner. */
+  async holds(): Promise<boolean> {
+    if (!this.held) return false;
+    const seen = await this.look();
+    if (seen?.owner?.token !== this.me.token) this.lost();
+    return this.held;
+  }
+
+  /** Who holds it, for an error message. */
+  async describeOwner(): Promise<string> {
+    const owner = (await this.look())?.owner;
+    return owner ? `pid ${owner.pid} on ${owner.host} since ${owner.since}` : 'another writer';
+  }
+
+  async release(): Promise<void> {
+    if (this.renewal) clearInterval(this.renewal);
+    this.renewal = undefined;
+    if (!this.held) return;
+    this.held = false;
+    const seen = await this.look();
+    if (seen?.owner?.token === this.me.token) await unlink(this.path).catch(() => undefined);
+  }
+
+  private taken(): boolean {
+    this.held = true;
+    this.renewal = setInterval(() => void this.renew(), Math.max(50, Math.floor(this.staleMs / 3)));
+    this.renewal.unref();
+    return true;
+  }
+
+  private lost(): void {
+    this.held = false;
+    if (this.renewal) clearInterval(this.renewal);
+    this.renewal = undefined;
+  }
+
+  private async renew(): Promise<void> {
+    try {
+      if (!(await this.holds())) return;
+      const now = new Date();
+      await utimes(this.path, now, now);
+    } catch {
+      // a failed renewal is retried at the next tick; `holds` before each write is what counts
+    }
+  }
+
+  /** Creates the lock file if none exists (O_EXCL); false if one does. */
+  private async create(): Promise<boolean> {
+    let handle;
+    try {
+      handle = await open(this.path, 'wx');
+    } catch (err) {
+      if (isCode(err, 'EEXIST')) return false;
+      throw err;
+    }
+    try {
+      await handle.writeFile(JSON.stringify({ ...this.me, since: new Date().toISOString() }));
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    return true;
+  }
+
+  private async look(): Promise<LockSeen | undefined> {
+    try {
+      const [text, info] = await Promise.all([readFile(this.path, 'utf8'), stat(this.path)]);
+      return { owner: parseOwner(text), mtimeMs: info.mtimeMs };
+    } catch (err) {
+      if (isCode(err, 'ENOENT')) return undefined;
+      throw err;
+    }
+  }
+
+  /** Moves a stale lock aside; false if what was moved was not the stale one (a race, put back). */
+  private async removeStale(seen: LockSeen): Promise<boolean> {
+    const aside = `${this.path}.${this.me.token}.stale`;
+    try {
+      await rename(this.path, aside);
+    } catch (err) {
+      if (isCode(err, 'ENOENT')) return true; // someone else removed it: try to create
+      throw err;
+    }
+    const moved = parseOwner(await readFile(aside, 'utf8').catch(() => ''));
+    const wasStale = moved?.token === seen.owner?.token;
+    if (!wasStale) await link(aside, this.path).catch(() => undefined); // put a fresh owner's lock back
+    await unlink(aside).catch(() => undefined);
+    return wasStale;
+  }
+}
