@@ -16,6 +16,8 @@ export interface Tinyproxy {
   start(): Promise<void>;
   /** every CONNECT it received, from its log: when and to where */
   connects(): { at: number; target: string }[];
+  /** every request it received, CONNECT or any other method, from its log: the method and its target */
+  requests(): { method: string; target: string }[];
 }
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
@@ -33,12 +35,16 @@ function logTime(month: string, day: string, time: string): number {
  * @param options.auth  BasicAuth user and password
  * @param options.bind  the source address of its outgoing connections (127.0.0.x), so a test site
  *                      can tell which proxy a request came through
+ * @param options.onlyHosts  the hosts it may connect to (exact names or addresses); it refuses any
+ *                      other with a 403 before connecting (tinyproxy's Filter, default deny)
  */
-export async function startTinyproxy(options: { auth?: { user: string; password: string }; bind?: string } = {}): Promise<Tinyproxy> {
+export async function startTinyproxy(options: { auth?: { user: string; password: string }; bind?: string; onlyHosts?: string[] } = {}): Promise<Tinyproxy> {
   const dir = tempDir('tinyproxy');
   const port = await freePort();
   const logFile = join(dir, 'tinyproxy.log');
   const config = join(dir, 'tinyproxy.conf');
+  const filter = join(dir, 'filter');
+  if (options.onlyHosts) writeFileSync(filter, options.onlyHosts.map((h) => `^${h.replace(/[.[\]]/g, '\\$&')}$\n`).join(''));
   writeFileSync(
     config,
     [
@@ -51,6 +57,7 @@ export async function startTinyproxy(options: { auth?: { user: string; password:
       'DisableViaHeader Yes',
       ...(options.auth ? [`BasicAuth ${options.auth.user} ${options.auth.password}`] : []),
       ...(options.bind ? [`Bind ${options.bind}`] : []),
+      ...(options.onlyHosts ? [`Filter "${filter}"`, 'FilterType ere', 'FilterDefaultDeny Yes'] : []),
       '',
     ].join('\n'),
   );
@@ -76,14 +83,19 @@ export async function startTinyproxy(options: { auth?: { user: string; password:
     kill,
     start,
     connects() {
-      const text = (() => {
-        try {
-          return readFileSync(logFile, 'utf8');
-        } catch {
-          return '';
-        }
-      })();
+      const text = readLog(logFile);
       return [...text.matchAll(/^CONNECT\s+(\w{3}) (\d\d) (\d\d:\d\d:\d\d\.\d{3}) \[\d+\]: Request \(file descriptor \d+\): CONNECT (\S+) HTTP/gm)].map((m) => ({ at: logTime(m[1]!, m[2]!, m[3]!), target: m[4]! }));
     },
+    requests() {
+      return [...readLog(logFile).matchAll(/\]: Request \(file descriptor \d+\): (\S+) (\S+) HTTP/g)].map((m) => ({ method: m[1]!, target: m[2]! }));
+    },
   };
+}
+
+function readLog(logFile: string): string {
+  try {
+    return readFileSync(logFile, 'utf8');
+  } catch {
+    return '';
+  }
 }

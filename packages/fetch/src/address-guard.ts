@@ -2,28 +2,89 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import ipaddr from 'ipaddr.js';
 import { NonRetryableError } from '@crawlfleet/core';
 
-/** Ranges a crawl may reach only with `allowPrivateAddresses` (the SSRF guard). */
+/** Ranges a crawl may reach only with `allowPrivateAddresses` or `allowedAddresses` (the SSRF guard). */
 const PUBLIC_RANGE = 'unicast';
+
+/**
+ * What the SSRF guard lets a crawl reach: public unicast addresses always; every address with
+ * `allowPrivate`; and the private addresses inside the `allowed` ranges (CIDR or single addresses,
+ * an intranet or a test site), the rest of the private space staying refused.
+ */
+export interface AddressPolicy {
+  allowPrivate: boolean;
+  allowed: readonly string[];
+}
+
+/** Pure: the policy of a spider's settings (`allowPrivateAddresses`, `allowedAddresses`). */
+export function addressPolicy(settings: { allowPrivateAddresses: boolean; allowedAddresses?: readonly string[] | undefined }): AddressPolicy {
+  return { allowPrivate: settings.allowPrivateAddresses, allowed: settings.allowedAddresses ?? [] };
+}
+
+function toPolicy(policy: boolean | AddressPolicy): AddressPolicy {
+  return typeof policy === 'boolean' ? { allowPrivate: policy, allowed: [] } : policy;
+}
+
+/** An IPv4-mapped IPv6 address (::ffff:10.0.0.1) is the IPv4 address it carries. */
+function parseAddress(address: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined {
+  const bare = address.replace(/^\[|\]$/g, '');
+  if (!ipaddr.isValid(bare)) return undefined;
+  const parsed = ipaddr.parse(bare);
+  return parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress() ? (parsed as ipaddr.IPv6).toIPv4Address() : parsed;
+}
+
+/** Pure: "10.0.0.0/8", "127.0.0.1" or "fd00::/8" as a range; undefined when it is none of these. */
+export function parseAddressRange(range: string): [ipaddr.IPv4 | ipaddr.IPv6, number] | undefined {
+  try {
+    if (range.includes('/')) return ipaddr.parseCIDR(range);
+    const single = parseAddress(range);
+    return single ? [single, single.kind() === 'ipv4' ? 32 : 128] : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Pure: is this IP literal a public unicast address? */
 export function isPublicAddress(address: string): boolean {
-  if (!ipaddr.isValid(address)) return false;
-  let parsed = ipaddr.parse(address);
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
-  return parsed.range() === PUBLIC_RANGE;
+  return parseAddress(address)?.range() === PUBLIC_RANGE;
+}
+
+/** Pure: may a crawl under this policy connect to this IP literal? Anything that is not an IP is refused. */
+export function isAddressAllowed(address: string, policy: boolean | AddressPolicy): boolean {
+  const { allowPrivate, allowed } = toPolicy(policy);
+  const parsed = parseAddress(address);
+  if (!parsed) return false;
+  if (allowPrivate || parsed.range() === PUBLIC_RANGE) return true;
+  return allowed.some((r) => {
+    const range = parseAddressRange(r);
+    return range !== undefined && range[0].kind() === parsed.kind() && parsed.match(range);
+  });
+}
+
+export type AddressVerdict = { allowed: true; address: string } | { allowed: false; address: string };
+
+/**
+ * Pure: the SSRF guard's decision on what a name resolved to. Every answer must be allowed, not
+ * only the first: the one a connection (or a proxy) ends up using is not ours to choose. An allowed
+ * verdict names the address to connect to (the first answer); a refused one names the bad answer.
+ */
+export function vetAddresses(addresses: readonly string[], policy: boolean | AddressPolicy): AddressVerdict {
+  if (addresses.length === 0) return { allowed: false, address: '(no address)' };
+  const bad = addresses.find((a) => !isAddressAllowed(a, policy));
+  return bad !== undefined ? { allowed: false, address: bad } : { allowed: true, address: addresses[0]! };
 }
 
 export class ForbiddenAddressError extends NonRetryableError {
   constructor(host: string, address: string) {
-    super('ERR_FORBIDDEN_ADDRESS', `${host} resolves to ${address}, a private, loopback or link-local address (set allowPrivateAddresses to crawl it)`, { host, address });
+    super('ERR_FORBIDDEN_ADDRESS', `${host} resolves to ${address}, a private, loopback or link-local address (set allowPrivateAddresses or allowedAddresses to crawl it)`, { host, address });
   }
 }
 
 /** Checks a URL whose host is an IP literal (DNS lookup is never called for those). */
-export function assertUrlAddressAllowed(url: URL, allowPrivate: boolean): void {
+export function assertUrlAddressAllowed(url: URL, policy: boolean | AddressPolicy): void {
+  const { allowPrivate } = toPolicy(policy);
   if (allowPrivate) return;
   const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (ipaddr.isValid(host) && !isPublicAddress(host)) throw new ForbiddenAddressError(url.hostname, host);
+  if (ipaddr.isValid(host) && !isAddressAllowed(host, policy)) throw new ForbiddenAddressError(url.hostname, host);
   if (host === 'localhost' || host.endsWith('.localhost')) throw new ForbiddenAddressError(url.hostname, 'loopback');
 }
 
@@ -44,26 +105,47 @@ export function parseHostResolve(value: string): Map<string, string> {
   return map;
 }
 
+/** Node's lookup, or one that answers the `overrides` (HOST_RESOLVE) itself and asks DNS for the rest. */
+function resolverWith(overrides: ReadonlyMap<string, string>): Lookup {
+  if (overrides.size === 0) return dnsLookup as unknown as Lookup;
+  return (hostname, options, callback) => {
+    const fixed = overrides.get(hostname.toLowerCase());
+    if (!fixed) return dnsLookup(hostname, options, callback as never);
+    const family = fixed.includes(':') ? 6 : 4;
+    if ((options as { all?: boolean }).all) return callback(null, [{ address: fixed, family }]);
+    callback(null, fixed, family);
+  };
+}
+
+/**
+ * `resolve` with the SSRF guard on its answers: every address a name resolves to is vetted
+ * (vetAddresses), and a refused one fails the lookup with ERR_FORBIDDEN_ADDRESS, so no socket is
+ * ever opened to it: not by us, and not by a proxy, which is handed the vetted address.
+ */
+export function guardLookup(resolve: Lookup, policy: boolean | AddressPolicy): Lookup {
+  return (hostname, options, callback) => {
+    resolve(hostname, { ...options, all: true }, (err, list) => {
+      if (err) return callback(err, []);
+      const answers = list as LookupAddress[];
+      const verdict = vetAddresses(answers.map((a) => a.address), policy);
+      if (!verdict.allowed) return callback(Object.assign(new ForbiddenAddressError(hostname, verdict.address), { errno: undefined }), []);
+      if ((options as { all?: boolean }).all) return callback(null, answers);
+      callback(null, answers[0]!.address, answers[0]!.family);
+    });
+  };
+}
+
 /**
  * The fetcher's dns.lookup: names in `overrides` resolve to their given address, the rest through
- * DNS; and unless private addresses are allowed, a private answer is refused, so a public name that
- * resolves to 10.0.0.1 (DNS rebinding) is refused at connect time, on the first request and on
- * every redirect. Returns undefined when Node's own lookup would do.
+ * DNS; and an answer the policy refuses fails the lookup, so a public name that resolves to
+ * 10.0.0.1 (DNS rebinding) is refused at connect time, on the first request and on every redirect.
+ * Returns undefined when Node's own lookup would do.
  */
-export function makeLookup(overrides: ReadonlyMap<string, string>, allowPrivate: boolean): Lookup | undefined {
+export function makeLookup(overrides: ReadonlyMap<string, string>, policy: boolean | AddressPolicy): Lookup | undefined {
+  const { allowPrivate } = toPolicy(policy);
   if (allowPrivate && overrides.size === 0) return undefined;
-  return (hostname, options, callback) => {
-    const answer = (err: NodeJS.ErrnoException | null, list: LookupAddress[]) => {
-      if (err) return callback(err, []);
-      const bad = allowPrivate ? undefined : list.find((a) => !isPublicAddress(a.address));
-      if (bad) return callback(Object.assign(new ForbiddenAddressError(hostname, bad.address), { errno: undefined }), []);
-      if ((options as { all?: boolean }).all) return callback(null, list);
-      callback(null, list[0]!.address, list[0]!.family);
-    };
-    const fixed = overrides.get(hostname.toLowerCase());
-    if (fixed) return answer(null, [{ address: fixed, family: fixed.includes(':') ? 6 : 4 }]);
-    dnsLookup(hostname, { ...options, all: true }, (err, addresses) => answer(err, addresses as LookupAddress[]));
-  };
+  const resolve = resolverWith(overrides);
+  return allowPrivate ? resolve : guardLookup(resolve, policy);
 }
 
 /** The guarded lookup without overrides. */

@@ -1,7 +1,8 @@
 import got, { type Agents } from 'got';
 import { NonRetryableError, RetryableError, type Spider } from '@crawlfleet/core';
 import { redirectTarget } from './redirect.js';
-import { assertUrlAddressAllowed, ForbiddenAddressError, guardedLookup, type Lookup } from './address-guard.js';
+import { lookup as dnsLookup } from 'node:dns';
+import { addressPolicy, assertUrlAddressAllowed, ForbiddenAddressError, guardLookup, type Lookup } from './address-guard.js';
 
 export interface FetchResult {
   /** the URL after redirects */
@@ -18,6 +19,8 @@ export interface FetchResult {
 /** What a single request needs of a spider. */
 export interface FetchSettings {
   allowPrivateAddresses: boolean;
+  /** private ranges the guard lets through all the same (CIDR or single addresses) */
+  allowedAddresses?: readonly string[];
   limits: Pick<Spider['limits'], 'maxResponseBytes' | 'timeoutMs' | 'maxRedirects'>;
 }
 
@@ -25,7 +28,10 @@ export interface FetchOptions {
   userAgent: string;
   agent?: Agents;
   signal?: AbortSignal;
-  /** replaces the guarded DNS lookup (HOST_RESOLVE); it must guard private answers itself */
+  /**
+   * resolves names in place of DNS (HOST_RESOLVE); the spider's address policy vets its answers
+   * all the same. A proxy agent receives it too, and tunnels to the address it vetted.
+   */
   lookup?: Lookup;
   /** a cap below the spider's, for robots.txt and probes */
   maxResponseBytes?: number;
@@ -45,14 +51,15 @@ function findForbidden(err: unknown): ForbiddenAddressError | undefined {
 
 /**
  * One GET with got, under the spider's limits: timeouts on every phase, a redirect cap, a size cap on
- * the decompressed body, and the SSRF guard on the first request, every redirect and every DNS answer.
+ * the decompressed body, and the SSRF guard on the first request, every redirect and every DNS answer
+ * (also through a proxy: its agent tunnels to the address the guard vetted, see proxy-agent.ts).
  * got's own retries are off: BullMQ attempts own retrying, so the two never stack.
  */
 export async function fetchPage(url: string, spider: FetchSettings, options: FetchOptions): Promise<FetchResult> {
-  const { allowPrivateAddresses } = spider;
+  const policy = addressPolicy(spider);
   const limits = options.maxResponseBytes ? { ...spider.limits, maxResponseBytes: Math.min(options.maxResponseBytes, spider.limits.maxResponseBytes) } : spider.limits;
-  const lookup = options.lookup ?? (allowPrivateAddresses ? undefined : guardedLookup);
-  assertUrlAddressAllowed(new URL(url), allowPrivateAddresses);
+  const lookup = policy.allowPrivate ? options.lookup : guardLookup(options.lookup ?? (dnsLookup as unknown as Lookup), policy);
+  assertUrlAddressAllowed(new URL(url), policy);
   const started = performance.now();
   let tooLarge = false;
   const request = got(url, {
@@ -86,7 +93,7 @@ export async function fetchPage(url: string, spider: FetchSettings, options: Fet
       'accept-language': 'en-US,en;q=0.8',
     },
     hooks: {
-      beforeRedirect: [(next) => assertUrlAddressAllowed(next.url as URL, allowPrivateAddresses)],
+      beforeRedirect: [(next) => assertUrlAddressAllowed(next.url as URL, policy)],
     },
   });
   request.on('downloadProgress', (progress: { transferred: number; total?: number }) => {

@@ -9,3 +9,4 @@ export * from './redirect.js';
 export * from './classify.js';
 export * from './http-client.js';
 export * from './sitemap.js';
+export * from './proxy-agent.js';

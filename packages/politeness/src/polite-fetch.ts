@@ -60,6 +60,7 @@ export class PoliteFetcher {
     private readonly pool: ProxyPool,
     private readonly robots: RobotsCache,
     private readonly log: Logger,
+    /** resolves names in place of DNS (HOST_RESOLVE); each spider's address policy vets the answers */
     private readonly lookup?: Lookup,
   ) {
     this.limiter = new Limiter(redis, keys);
@@ -118,7 +119,8 @@ export class PoliteFetcher {
       const limits = robotsOrigin ? spider.limits : { ...spider.limits, maxRedirects: Math.max(0, spider.limits.maxRedirects - (input.redirects ?? 0)) };
       page = await fetchPage(target, { ...spider, limits }, {
         userAgent: input.userAgent,
-        ...(proxy ? { agent: this.pool.agents(proxy.id) } : {}),
+        // Through a proxy, the agent resolves and vets the name with this lookup, and tunnels to the IP.
+        ...(proxy ? { agent: this.pool.agents(proxy.id, spider.proxies) } : {}),
         ...(this.lookup ? { lookup: this.lookup } : {}),
         // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
         ...(robotsOrigin

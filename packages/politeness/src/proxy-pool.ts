@@ -1,4 +1,4 @@
-import { HttpProxyAgent, HttpsProxyAgent } from 'hpagent';
+import { proxyAgents } from '@crawlfleet/fetch';
 import type { Agents } from 'got';
 import type { Redis } from 'ioredis';
 import type { Keys, Logger } from '@crawlfleet/core';
@@ -20,6 +20,11 @@ export async function readProxyHealth(redis: Redis, keys: Keys): Promise<ProxyHe
   return ids.map((id, i) => healthFromHash(id, labels[id]!, (hashes[i]?.[1] as Record<string, string>) ?? {}));
 }
 
+/** How a request goes through a proxy: with `resolveNames` the proxy resolves the name (outside the SSRF guard). */
+export interface ProxyMode {
+  resolveNames: boolean;
+}
+
 export interface ProbeOptions {
   /** how often a fetcher looks for banned proxies due a probe */
   intervalMs: number;
@@ -30,13 +35,15 @@ export interface ProbeOptions {
 }
 
 /**
- * The proxies one fetcher uses: hpagent agents per proxy (kept alive, with a connect timeout so a
- * hung proxy cannot hang a request), the shared health read from Redis, and the background probe
- * that returns a banned proxy to service when it recovers. Only one fetcher in the fleet probes a
- * given proxy at a time.
+ * The proxies one fetcher uses: tunnel agents per proxy (kept alive, with a connect timeout so a
+ * hung proxy cannot hang a request; one pair that tunnels to the vetted address, one that lets the
+ * proxy resolve names, made when a spider asks for it), the shared health read from Redis, and the
+ * background probe that returns a banned proxy to service when it recovers. Only one fetcher in the
+ * fleet probes a given proxy at a time.
  */
 export class ProxyPool {
-  private readonly agentsById = new Map<string, Agents>();
+  private readonly agentsById = new Map<string, ReturnType<typeof proxyAgents>>();
+  private readonly options: { keepAlive: boolean; keepAliveMsecs: number; maxSockets: number; maxFreeSockets: number; timeout: number };
   private cached: { at: number; health: Promise<ProxyHealth[]> } | undefined;
   private timer: NodeJS.Timeout | undefined;
 
@@ -47,10 +54,7 @@ export class ProxyPool {
     private readonly log: Logger,
     connectTimeoutMs = 10_000,
   ) {
-    for (const entry of entries) {
-      const options = { proxy: entry.url, keepAlive: true, keepAliveMsecs: 1000, maxSockets: 256, maxFreeSockets: 64, timeout: connectTimeoutMs };
-      this.agentsById.set(entry.id, { http: new HttpProxyAgent(options), https: new HttpsProxyAgent(options) });
-    }
+    this.options = { keepAlive: true, keepAliveMsecs: 1000, maxSockets: 256, maxFreeSockets: 64, timeout: connectTimeoutMs };
   }
 
   get size(): number {
@@ -62,8 +66,14 @@ export class ProxyPool {
     await this.redis.hset(this.keys.polite().proxies, Object.fromEntries(this.entries.map((e) => [e.id, e.label])));
   }
 
-  agents(id: string): Agents {
-    return this.agentsById.get(id)!;
+  agents(id: string, mode: ProxyMode = { resolveNames: false }): Agents {
+    const key = `${id}${mode.resolveNames ? ':names' : ''}`;
+    let agents = this.agentsById.get(key);
+    if (!agents) {
+      agents = proxyAgents({ ...this.options, proxy: this.entries.find((e) => e.id === id)!.url, resolveNames: mode.resolveNames });
+      this.agentsById.set(key, agents);
+    }
+    return agents;
   }
 
   /** The pool's health, at most HEALTH_CACHE_MS old: one pipelined read serves many requests. */
@@ -108,8 +118,8 @@ export class ProxyPool {
   stop(): void {
     if (this.timer) clearTimeout(this.timer);
     for (const a of this.agentsById.values()) {
-      (a.http as HttpProxyAgent).destroy();
-      (a.https as HttpsProxyAgent).destroy();
+      a.http.destroy();
+      a.https.destroy();
     }
   }
 

@@ -24,17 +24,15 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
   const overrides = parseHostResolve(ctx.env.hostResolve);
   const pool = new ProxyPool(ctx.redis, ctx.keys, options.proxies ?? [], ctx.log);
   const robots = new RobotsCache(ctx.redis, ctx.keys, ctx.env.robotsCacheSeconds);
-  const lookups = { allowed: makeLookup(overrides, true), guarded: makeLookup(overrides, false) };
-  const fetchers = {
-    allowed: new PoliteFetcher(ctx.redis, ctx.keys, pool, robots, ctx.log, lookups.allowed),
-    guarded: new PoliteFetcher(ctx.redis, ctx.keys, pool, robots, ctx.log, lookups.guarded),
-  };
+  // Resolution only: fetchPage vets the answers under each spider's own address policy.
+  const resolve = makeLookup(overrides, true);
+  const polite = new PoliteFetcher(ctx.redis, ctx.keys, pool, robots, ctx.log, resolve);
   const registered = pool.register();
   registered.catch(() => undefined);
   pool.startProbing({
     intervalMs: 1000,
     firstAfterMs: FIRST_PROBE_AFTER_MS,
-    probe: async (_entry, agents, url) => (await fetchPage(url, PROBE_SPIDER, { userAgent: userAgents.pick(), agent: agents })).status > 0,
+    probe: async (_entry, agents, url) => (await fetchPage(url, PROBE_SPIDER, { userAgent: userAgents.pick(), agent: agents, ...(resolve ? { lookup: resolve } : {}) })).status > 0,
   });
 
   const worker = createStageWorker(ctx, {
@@ -43,7 +41,6 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
     handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals }) => {
       await registered;
       const { spider } = crawl;
-      const polite = spider.allowPrivateAddresses ? fetchers.allowed : fetchers.guarded;
       const outcome = await polite.fetch({ url: data.url, spider, leaseId: job.id!, deferrals, avoidProxies: data.avoidProxies, redirects: data.redirects, userAgent: userAgents.pick(spider.userAgents) });
       switch (outcome.kind) {
         case 'wait':

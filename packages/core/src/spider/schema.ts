@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 /** A string that must compile as a JavaScript regular expression. */
@@ -27,6 +28,14 @@ const httpUrl = z.string().superRefine((value, ctx) => {
     ctx.addIssue({ code: 'custom', message: `only http and https URLs are crawled, got ${url.protocol}` });
   }
 });
+
+/** An IP address or a CIDR range ("10.1.0.0/16", "127.0.0.1", "fd00::/8"). */
+const addressRange = z.string().refine((value) => {
+  const [address, bits, extra] = value.split('/');
+  const family = isIP(address ?? '');
+  if (family === 0 || extra !== undefined) return false;
+  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
+}, 'must be an IP address or a CIDR range such as "10.1.0.0/16"');
 
 export const fieldRuleSchema = z.strictObject({
   css: z.string().min(1, 'css must not be empty'),
@@ -98,6 +107,12 @@ export const proxySettingsSchema = z.strictObject({
   ratePerProxy: z.number().min(0).default(0),
   burstPerProxy: z.int().min(1).default(1),
   banAfterFailures: z.int().min(1).default(10),
+  /**
+   * the proxy resolves host names (a geo proxy): outside the SSRF guard, which then checks only IP
+   * literals and localhost (an extension of the contract; off: the fleet resolves and vets the name
+   * and the proxy is asked for the vetted IP)
+   */
+  resolveNames: z.boolean().default(false),
 });
 
 export const DEFAULT_BLOCK_PATTERNS = ['captcha', 'unusual traffic', 'access denied', 'automated queries'];
@@ -121,6 +136,8 @@ export const spiderSchema = z.strictObject({
   maxPages: z.int().min(1).optional(),
   obeyRobotsTxt: z.boolean().default(true),
   allowPrivateAddresses: z.boolean().default(false),
+  /** private ranges the SSRF guard lets through although allowPrivateAddresses is off (an extension of the contract) */
+  allowedAddresses: z.array(addressRange).default([]),
   follow: z.array(followRuleSchema).default([]),
   items: z.array(itemRuleSchema).default([]),
   politeness: politenessSchema.prefault({}),

@@ -1,0 +1,238 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import { join } from 'node:path';
+import type { TLSSocket } from 'node:tls';
+import { Redis } from 'ioredis';
+import { Keys } from '@crawlfleet/core';
+import { startServer } from '../fixtures/http-server.mjs';
+import { REDIS_URL, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { startTinyproxy, type Tinyproxy } from '../helpers/tinyproxy.js';
+
+/**
+ * Names that HOST_RESOLVE maps to addresses the SSRF guard must refuse. Nothing here ever connects
+ * to them: the guard refuses before any socket opens, and the proxy, as a safety net, may connect to
+ * 127.0.0.1 only (tinyproxy's Filter).
+ */
+const FORBIDDEN = [
+  { name: 'loopback.test', address: '127.0.0.2', kind: 'loopback' },
+  { name: 'loopback6.test', address: '::1', kind: 'IPv6 loopback' },
+  { name: 'ten.test', address: '10.0.0.1', kind: 'private 10/8' },
+  { name: 'seventeen.test', address: '172.16.0.1', kind: 'private 172.16/12' },
+  { name: 'nineteen.test', address: '192.168.1.1', kind: 'private 192.168/16' },
+  { name: 'linklocal.test', address: '169.254.1.1', kind: 'link-local' },
+  { name: 'metadata.test', address: '169.254.169.254', kind: 'cloud metadata' },
+  { name: 'mapped.test', address: '::ffff:169.254.169.254', kind: 'IPv4-mapped metadata' },
+  { name: 'ula.test', address: 'fd00::1', kind: 'IPv6 unique local' },
+  { name: 'linklocal6.test', address: 'fe80::1', kind: 'IPv6 link-local' },
+];
+/** The test site, allowed by the spider's `allowedAddresses: ["127.0.0.1"]` and by nothing else. */
+const ALLOWED = 'allowed.test';
+/** One more allowed origin per forbidden name, whose robots.txt redirects there: a hop followed inside one request. */
+const hop = (name: string) => `hop-${name}`;
+
+const HOST_RESOLVE = [...FORBIDDEN.map((f) => `${f.name}:${f.address.includes(':') ? `[${f.address}]` : f.address}`), `${ALLOWED}:127.0.0.1`, ...FORBIDDEN.map((f) => `${hop(f.name)}:127.0.0.1`)].join(',');
+
+describe('SSRF: names resolving to loopback, private, link-local and metadata addresses are refused directly, after a redirect and through a proxy', () => {
+  // A prefix per crawl: robots.txt is cached fleet-wide, and each crawl must ask for its own.
+  const prefixes = { direct: uniquePrefix('ssrf-direct'), proxied: uniquePrefix('ssrf-proxied') };
+  const dir = tempDir('ssrf');
+  const redis = new Redis(REDIS_URL);
+  let site: Awaited<ReturnType<typeof startServer>>;
+  let proxy: Tinyproxy;
+
+  beforeAll(async () => {
+    site = await startServer((req, res) => {
+      const host = String(req.headers.host ?? '').replace(/:\d+$/, '');
+      const path = req.url ?? '/';
+      const port = site.port;
+      if (host === ALLOWED) {
+        if (path === '/') {
+          const links = FORBIDDEN.map((f) => `<a href="/redirect/${f.name}">${f.kind}</a>`).join('');
+          return void res.writeHead(200, { 'content-type': 'text/html' }).end(`<html><head><title>allowed index</title></head><body>${links}</body></html>`);
+        }
+        const to = FORBIDDEN.find((f) => path === `/redirect/${f.name}`);
+        if (to) return void res.writeHead(302, { location: `http://${to.name}:${port}/via-redirect` }).end();
+        return void res.writeHead(404).end();
+      }
+      const from = FORBIDDEN.find((f) => host === hop(f.name));
+      if (from && path === '/robots.txt') return void res.writeHead(302, { location: `http://${from.name}:${port}/robots.txt` }).end();
+      res.writeHead(404).end();
+    });
+    proxy = await startTinyproxy({ onlyHosts: ['127.0.0.1'] });
+  });
+  afterAll(async () => {
+    await site.close();
+    await proxy.kill();
+    redis.disconnect();
+    for (const prefix of Object.values(prefixes)) await dropPrefix(prefix);
+  });
+
+  const crawl = async (crawlId: keyof typeof prefixes, extraStartUrls: string[], args: string[] = []) => {
+    const port = site.port;
+    const spider = writeJson(dir, `${crawlId}.json`, {
+      name: 'ssrf',
+      startUrls: [
+        `http://${ALLOWED}:${port}/`,
+        ...FORBIDDEN.map((f) => `http://${f.name}:${port}/direct`),
+        ...FORBIDDEN.map((f) => `http://${hop(f.name)}:${port}/page`),
+        ...extraStartUrls,
+      ],
+      allowedDomains: [ALLOWED, ...FORBIDDEN.map((f) => f.name), ...FORBIDDEN.map((f) => hop(f.name))],
+      allowedAddresses: ['127.0.0.1'],
+      obeyRobotsTxt: true,
+      follow: [{ css: 'a' }],
+      items: [{ type: 'page', fields: { title: { css: 'title', required: true } } }],
+    });
+    const out = join(dir, `${crawlId}.jsonl`);
+    const run = await runCli(['crawl', spider, '--crawl-id', crawlId, '--out', out, '--json', '--quiet', ...args], { env: testEnv(prefixes[crawlId], { HOST_RESOLVE }), timeoutMs: 120_000 });
+    expect(run.code).toBe(0);
+    const dead = Object.values(await redis.hgetall(new Keys(prefixes[crawlId]).crawl(crawlId).dead)).map((j) => JSON.parse(j));
+    return { items: existsSync(out) ? readJsonl(out) : [], dead, status: JSON.parse(run.stdout.trim().split('\n').pop()!) };
+  };
+
+  /** What the dead letters must be: each URL once, refused by the guard on its first attempt. */
+  const refused = (urls: string[]) => Object.fromEntries(urls.map((u) => [u, { code: 'ERR_FORBIDDEN_ADDRESS', attempts: 1 }]));
+  const deadByUrl = (dead: { url: string; code: string; attempts: number }[]) => Object.fromEntries(dead.map((d) => [d.url, { code: d.code, attempts: d.attempts }]));
+
+  test('(1) directly, (2) through a redirect from an allowed site, and (2b) a redirect hop inside one request (robots.txt): each refused, and only the allowed site is ever asked', async () => {
+    const port = site.port;
+    const before = site.requests.length;
+    const { items, dead, status } = await crawl('direct', []);
+    expect(items.map((i) => i.title)).toEqual(['allowed index']);
+    expect(deadByUrl(dead)).toEqual(
+      refused([
+        ...FORBIDDEN.map((f) => `http://${f.name}:${port}/direct`),
+        ...FORBIDDEN.map((f) => `http://${f.name}:${port}/via-redirect`),
+        ...FORBIDDEN.map((f) => `http://${hop(f.name)}:${port}/page`),
+      ]),
+    );
+    expect(dead).toHaveLength(3 * FORBIDDEN.length);
+    // Each refusal names the address it refused.
+    for (const f of FORBIDDEN) expect(dead.find((d) => d.url === `http://${f.name}:${port}/direct`).reason).toContain(`resolves to ${f.address}`);
+    expect(status.counters).toMatchObject({ failed: 3 * FORBIDDEN.length, items: 1 });
+    const asked = site.requests.slice(before).map((r) => `${r.host} ${r.path}`).sort();
+    expect(asked).toEqual([`${ALLOWED} /`, `${ALLOWED} /robots.txt`, ...FORBIDDEN.map((f) => `${ALLOWED} /redirect/${f.name}`), ...FORBIDDEN.map((f) => `${hop(f.name)} /robots.txt`)].sort());
+    expect(proxy.requests()).toEqual([]);
+  });
+
+  test('(3) through a proxy, http and https, and the redirects through it: each refused before the proxy hears of it; its log shows CONNECT to the vetted 127.0.0.1 only, never a name', async () => {
+    const port = site.port;
+    const before = site.requests.length;
+    const proxies = join(dir, 'proxies.txt');
+    writeFileSync(proxies, `${proxy.url}\n`);
+    const { items, dead, status } = await crawl('proxied', FORBIDDEN.map((f) => `https://${f.name}:${port}/direct-tls`), ['--proxies', proxies]);
+    // The proxy's log: every request it got was a tunnel to the vetted address of the allowed names.
+    const seen = proxy.requests();
+    expect(new Set(seen.map((r) => `${r.method} ${r.target}`))).toEqual(new Set([`CONNECT 127.0.0.1:${port}`]));
+    const log = readFileSync(proxy.logFile, 'utf8');
+    for (const f of FORBIDDEN) {
+      expect(log).not.toContain(f.name);
+      expect(log).not.toContain(f.address.includes(':') ? `[${f.address}]` : `${f.address}:`);
+    }
+    expect(log).not.toContain('.test');
+    expect(log).not.toContain('refused on filtered domain');
+    expect(items.map((i) => i.title)).toEqual(['allowed index']);
+    expect(deadByUrl(dead)).toEqual(
+      refused([
+        ...FORBIDDEN.map((f) => `http://${f.name}:${port}/direct`),
+        ...FORBIDDEN.map((f) => `https://${f.name}:${port}/direct-tls`),
+        ...FORBIDDEN.map((f) => `http://${f.name}:${port}/via-redirect`),
+        ...FORBIDDEN.map((f) => `http://${hop(f.name)}:${port}/page`),
+      ]),
+    );
+    expect(dead).toHaveLength(4 * FORBIDDEN.length);
+    expect(status.counters).toMatchObject({ failed: 4 * FORBIDDEN.length, items: 1 });
+    const asked = site.requests.slice(before);
+    expect(asked.map((r) => `${r.host} ${r.path}`).sort()).toEqual(
+      [`${ALLOWED} /`, `${ALLOWED} /robots.txt`, ...FORBIDDEN.map((f) => `${ALLOWED} /redirect/${f.name}`), ...FORBIDDEN.map((f) => `${hop(f.name)} /robots.txt`)].sort(),
+    );
+    process.stderr.write(`ssrf: ${dead.length} URLs refused through the proxy, ${seen.length} CONNECTs to 127.0.0.1:${port}, none to a name\n`);
+  });
+});
+
+describe('the vetted address through a proxy: names resolve here, the proxy tunnels to the IP, Host and SNI keep the name', () => {
+  const prefix = uniquePrefix('vetted');
+  const dir = tempDir('vetted');
+  const PASSWORD = 'vetted-proxy-pw';
+
+  test('an https site through a proxy that wants credentials, and an http one: exact items, CONNECT to 127.0.0.1 in the log, the name only in Host and SNI', async () => {
+    const key = join(dir, 'key.pem');
+    const cert = join(dir, 'cert.pem');
+    // The certificate names secure.test only: it verifies only when SNI and the check use the name.
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=secure.test', '-addext', 'subjectAltName=DNS:secure.test'], { stdio: 'ignore' });
+    const seenTls: { host: string | undefined; servername: string | false | null | undefined }[] = [];
+    const secure = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
+      seenTls.push({ host: req.headers.host, servername: (req.socket as TLSSocket).servername });
+      res.writeHead(200, { 'content-type': 'text/html' });
+      if (req.url === '/') res.end('<html><body><a href="/a.html">a</a><a href="/b.html">b</a></body></html>');
+      else res.end(`<html><body><h1 class="t">secure ${req.url}</h1></body></html>`);
+    });
+    await new Promise<void>((r) => secure.listen(0, '127.0.0.1', r));
+    const securePort = (secure.address() as { port: number }).port;
+    const plain = await startServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      if (req.url === '/') res.end('<html><body><a href="/c.html">c</a></body></html>');
+      else res.end(`<html><body><h1 class="t">plain ${req.url}</h1></body></html>`);
+    });
+    const proxy = await startTinyproxy({ auth: { user: 'alice', password: PASSWORD }, onlyHosts: ['127.0.0.1'] });
+    try {
+      const proxies = join(dir, 'proxies.txt');
+      writeFileSync(proxies, `${proxy.url}\n`);
+      const env = testEnv(prefix, { NODE_EXTRA_CA_CERTS: cert, HOST_RESOLVE: 'secure.test:127.0.0.1,plain.test:127.0.0.1' });
+      const run = async (crawlId: string, spider: object) => {
+        const out = join(dir, `${crawlId}.jsonl`);
+        const result = await runCli(['crawl', writeJson(dir, `${crawlId}.json`, spider), '--crawl-id', crawlId, '--proxies', proxies, '--out', out, '--json', '--quiet'], { env });
+        expect(result.stdout + result.stderr).not.toContain(PASSWORD);
+        expect(result.code).toBe(0);
+        return { titles: readJsonl(out).map((i) => i.title).sort(), status: JSON.parse(result.stdout.trim().split('\n').pop()!) };
+      };
+      const items = [{ type: 'page', fields: { title: { css: 'h1.t', required: true } } }];
+      const https = await run('secure', { name: 'secure', startUrls: [`https://secure.test:${securePort}/`], allowPrivateAddresses: true, obeyRobotsTxt: false, follow: [{ css: 'a' }], items });
+      expect(https.titles).toEqual(['secure /a.html', 'secure /b.html']);
+      expect(https.status.counters).toMatchObject({ fetched: 3, failed: 0 });
+      expect(seenTls).toHaveLength(3);
+      expect(seenTls.every((s) => s.host === `secure.test:${securePort}` && s.servername === 'secure.test')).toBe(true);
+
+      // The http site is allowed by its address alone (allowedAddresses), not allowPrivateAddresses.
+      const http = await run('plain', { name: 'plain', startUrls: [`http://plain.test:${plain.port}/`], allowedAddresses: ['127.0.0.1'], obeyRobotsTxt: false, follow: [{ css: 'a' }], items });
+      expect(http.titles).toEqual(['plain /c.html']);
+      expect(http.status.counters).toMatchObject({ fetched: 2, failed: 0 });
+      expect(plain.requests.map((r) => `${r.host} ${r.path}`)).toEqual(['plain.test /', 'plain.test /c.html']);
+
+      const targets = new Set(proxy.requests().map((r) => `${r.method} ${r.target}`));
+      expect(targets).toEqual(new Set([`CONNECT 127.0.0.1:${securePort}`, `CONNECT 127.0.0.1:${plain.port}`]));
+      expect(readFileSync(proxy.logFile, 'utf8')).not.toContain('.test');
+    } finally {
+      secure.close();
+      await plain.close();
+      await proxy.kill();
+      await dropPrefix(prefix);
+    }
+  });
+
+  test('proxies.resolveNames: the proxy is sent the name and resolves it itself (outside the guard, as documented)', async () => {
+    const site = await startServer((_req, res) => void res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body><h1 class="t">by name</h1></body></html>'));
+    // tinyproxy resolves "localhost" itself; it may connect to that name only.
+    const proxy = await startTinyproxy({ onlyHosts: ['localhost'] });
+    try {
+      const out = join(dir, 'names.jsonl');
+      const spider = writeJson(dir, 'names.json', {
+        name: 'names',
+        startUrls: [`http://localhost:${site.port}/`],
+        allowPrivateAddresses: true,
+        obeyRobotsTxt: false,
+        proxies: { resolveNames: true },
+        items: [{ type: 'page', fields: { title: { css: 'h1.t', required: true } } }],
+      });
+      const run = await runCli(['crawl', spider, '--crawl-id', 'names', '--out', out, '--json', '--quiet'], { env: testEnv(prefix, { PROXY_LIST: proxy.url }) });
+      expect(run.code).toBe(0);
+      expect(readJsonl(out).map((i) => i.title)).toEqual(['by name']);
+      expect(proxy.requests()).toEqual([{ method: 'CONNECT', target: `localhost:${site.port}` }]);
+    } finally {
+      await site.close();
+      await proxy.kill();
+      await dropPrefix(prefix);
+    }
+  });
+});
