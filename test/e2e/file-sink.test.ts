@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
-import { appendFileSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { appendFileSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
 import { FileSink, RedisIdentityIndex, csvColumns, csvFormat, jsonlFormat, type SinkIO } from '@crawlfleet/storage';
@@ -80,6 +80,7 @@ describe('file sinks with their index in Redis', () => {
     await rebuilt.write([{ type: 'book', upc: 0, filler }, { type: 'book', upc: 'new' }, { type: 'book', upc: 2500 }]);
     await rebuilt.close();
     expect(upcs(path)).toHaveLength(5003);
+    rmSync(dirname(path), { recursive: true, force: true });
   });
 
   test('CSV numeric keys are deduplicated after a reopen that reads them back from the file', async () => {
