@@ -2,8 +2,9 @@
 # The whole test suite on a fresh machine: installs what is missing (Node modules, Redis, FerretDB,
 # tinyproxy for the proxy tests, openssl for their https site, Debian's w3lib and parsel for the
 # real-pages test's reference decoder, Prometheus and Chromium for the observability test, kustomize
-# for the Kubernetes test, docker-compose for `config`), starts a private Redis on a free loopback
-# port, builds, type-checks and runs every jest project.
+# for the Kubernetes test, docker-compose for `config`, python3-doc for the chaos suite's site),
+# starts a private Redis on a free loopback port, builds, type-checks, runs every jest project, then
+# the chaos suite's short form (test/chaos).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
@@ -16,7 +17,12 @@ ensure_debian_package chromium chromium
 # only `docker-compose config` is used: no Docker engine (a recommended package) is wanted
 ensure_debian_package docker-compose docker-compose --no-install-recommends
 ensure_debian_package redis-server redis-server
+# the chaos suite's site, Debian's Python documentation; python3-doc has no command to look for
+compgen -G '/usr/share/doc/python3*-doc/html/index.html' >/dev/null || ensure_debian_package "(python3-doc)" python3-doc
 ensure_kustomize
 prepare_private_run "$root"
 npm run --silent typecheck
 node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand --forceExit "$@"
+# The chaos suite's short form (about 2-4 minutes; `npm run test:chaos` is the full form), after the
+# whole jest run only: a run of chosen test files skips it.
+if [ $# -eq 0 ]; then node test/chaos/run.mjs --short; fi
