@@ -25,6 +25,7 @@ describe('the fleet-wide limiter (acquireSlot / releaseSlot in Redis)', () => {
     ratePerProxy: 0,
     burstPerProxy: 1,
     maxHoldMs: 300_000,
+    line: 'crawl-a',
     ...extra,
   });
   const released = { banAfterFailures: 3, probeAfterMs: 1000, maxHoldMs: 300_000 };
@@ -57,6 +58,20 @@ describe('the fleet-wide limiter (acquireSlot / releaseSlot in Redis)', () => {
     expect((await limiters[1]!.acquire(input('delay.test', 'b', { policy, deferrals: 1 }))).go).toBe(false);
     await new Promise((r) => setTimeout(r, wb + 5));
     expect((await limiters[1]!.acquire(input('delay.test', 'b', { policy, deferrals: 1 }))).go).toBe(true);
+  });
+
+  test("each crawl waits in its own line: a crowd of 200 deferred jobs of one crawl (then cancelled) does not push another crawl's newcomer back", async () => {
+    const delayed = validateSpider({ name: 'd', politeness: { concurrencyPerHost: 100, delayPerHost: 300 } });
+    const policy = hostPolicy(delayed, 'lines.test');
+    expect(await limiters[0]!.acquire(input('lines.test', 'a0', { policy, line: 'crowd' }))).toMatchObject({ go: true });
+    let last = 0;
+    for (let i = 1; i <= 200; i++) last = ((await limiters[i % 6]!.acquire(input('lines.test', `a${i}`, { policy, line: 'crowd' }))) as { waitMs: number }).waitMs;
+    // The crowd's line reaches a minute ahead...
+    expect(last).toBeGreaterThan(60_000);
+    // ...while a newcomer of another crawl waits one delay, not behind the crowd.
+    const other = await limiters[1]!.acquire(input('lines.test', 'b1', { policy, line: 'other' }));
+    expect(other).toMatchObject({ go: false, reason: 'delay' });
+    expect((other as { waitMs: number }).waitMs).toBeLessThanOrEqual(340);
   });
 
   test('Retry-After holds the host for every caller', async () => {

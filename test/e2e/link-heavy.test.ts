@@ -6,7 +6,7 @@ import { startServer } from '../fixtures/http-server.mjs';
 import { REDIS_URL, ROOT, dropPrefix, readJsonl, spawnCli, resultWithin, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
 
 const LINKS = 200_000;
-const ADMIT_SHA = createHash('sha1').update(readFileSync(join(ROOT, 'packages', 'core', 'lua', 'admitUrls-3.lua'), 'utf8')).digest('hex');
+const ADMIT_SHA = createHash('sha1').update(readFileSync(join(ROOT, 'packages', 'core', 'lua', 'admitUrls-4.lua'), 'utf8')).digest('hex');
 
 type SlowlogEntry = [number, number, number, string[]];
 

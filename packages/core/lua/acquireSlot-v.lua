@@ -2,11 +2,11 @@
   May one request start now, to this host and through one of these proxies? Fleet-wide and atomic:
   every fetcher on every machine asks here, and the clock is Redis's own (TIME), not the caller's.
 
-  KEYS[1]    host hash: last (last start, ms), q (end of the line of deferred requests), hold
+  KEYS[1]    host hash: last (last start, ms), q:<line> (end of one crawl's line of deferred requests), hold
              (Retry-After: nothing starts before it), delay (AutoThrottle's delay), lat (latency EWMA)
   KEYS[2]    host leases (sorted set: lease id -> expiry), one per request in flight
   KEYS[3..]  proxy hashes, in the caller's order of preference (it has scored their health already):
-             tat (GCRA theoretical arrival time), q (end of the line), used (last start)
+             tat (GCRA theoretical arrival time), q:<line> (end of one crawl's line), used (last start)
   ARGV[1]  lease id (the job id)
   ARGV[2]  lease lifetime (ms): a crashed fetcher's lease expires after it
   ARGV[3]  concurrencyPerHost
@@ -19,6 +19,9 @@
   ARGV[10] burst per proxy
   ARGV[11] the longest hold this caller obeys (ms from now, retry.maxRetryAfterMs): a longer hold,
            set by another crawl or an older fleet, counts as this long
+  ARGV[12] the line to join (the crawl id): each crawl queues in its own line, so a crawl that is
+           cancelled or paused with a crowd of deferred jobs does not push every other crawl's
+           newcomers hours back; the host's delay and concurrency still bind all of them together
 
   Returns {1, proxyIndex (0: direct), delayMs} to go: the lease and the proxy's request are taken.
   Returns {0, waitMs, reason} to wait; nothing is taken. A newcomer that must wait joins the end of
@@ -36,8 +39,9 @@ local jitter = tonumber(ARGV[5])
 local deferrals = tonumber(ARGV[8])
 local rate = tonumber(ARGV[9])
 local burst = tonumber(ARGV[10])
+local lineField = 'q:' .. (ARGV[12] or '')
 
-local h = redis.call('HMGET', host, 'last', 'q', 'hold', 'delay', 'lat')
+local h = redis.call('HMGET', host, 'last', lineField, 'hold', 'delay', 'lat')
 local last = tonumber(h[1])
 local hostQ = tonumber(h[2]) or 0
 local hold = math.min(tonumber(h[3]) or 0, now + tonumber(ARGV[11]))
@@ -57,7 +61,7 @@ local spacing = math.max(gap, latency / concurrency, 5)
 local function defer(at, lineKey, lineQ, step, reason)
   if deferrals == 0 then
     if lineQ > at then at = lineQ end
-    redis.call('HSET', lineKey, 'q', at + step)
+    redis.call('HSET', lineKey, lineField, at + step)
   end
   return {0, math.max(1, math.ceil(at - now)), reason}
 end
@@ -83,7 +87,7 @@ if proxies > 0 then
     local tolerance = (burst - 1) * interval
     local bestAt, best, bestQ
     for i = 1, proxies do
-      local p = redis.call('HMGET', KEYS[2 + i], 'tat', 'q')
+      local p = redis.call('HMGET', KEYS[2 + i], 'tat', lineField)
       local tat = math.max(tonumber(p[1]) or now, now)
       if tat - tolerance <= now then
         proxyIndex = i

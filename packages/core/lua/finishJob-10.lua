@@ -5,11 +5,14 @@
   KEYS[1] meta      KEYS[2] counters   KEYS[3] urls   KEYS[4] dead
   KEYS[5] active    the stage's active set
   KEYS[6..8]        the pending sets of fetch, parse and write
+  KEYS[9] requests  fingerprint -> fetch request of a URL in flight: dropped once no stage holds the URL
+  KEYS[10] rebuilds the reconciler's record of URLs it sent back to fetch ('r:' .. fingerprint -> the
+                    state they had reached): a stage they had finished before does not count again
   ARGV[1] jobId
   ARGV[2] stage index into KEYS[6..8] (1 fetch, 2 parse, 3 write)
   ARGV[3] now, ISO 8601
   ARGV[4] URL fingerprint to update in urls, or ''
-  ARGV[5] its new state, or ''
+  ARGV[5] its new state, or ''; a stage's done marker (d, p, w) never moves a URL backwards
   ARGV[6] dead-letter record (JSON), or ''
   ARGV[7..] pairs: counter name, increment
 
@@ -20,6 +23,7 @@
   the crawl is now done.
 ]]
 --!include markDoneIfIdle.lua
+--!include urlStates.lua
 local pendingKeys = {KEYS[6], KEYS[7], KEYS[8]}
 local stagePending = pendingKeys[tonumber(ARGV[2])]
 if redis.call('SREM', stagePending, ARGV[1]) == 0 then
@@ -30,9 +34,27 @@ if redis.call('SREM', stagePending, ARGV[1]) == 0 then
   return 1
 end
 redis.call('SREM', KEYS[5], ARGV[1])
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[3], ARGV[4], ARGV[5]) end
+local fp = string.sub(ARGV[1], 2)
+local letter = string.sub(ARGV[1], 1, 1)
+local isUrlJob = letter == 'f' or letter == 'p' or letter == 'w'
+local countIt = true
+if isUrlJob then
+  local before = redis.call('HGET', KEYS[10], 'r:' .. fp)
+  if before and reached(before, ({'d', 'p', 'w'})[tonumber(ARGV[2])]) then countIt = false end
+end
+if ARGV[4] ~= '' then
+  local current = redis.call('HGET', KEYS[3], ARGV[4])
+  if not (STAGE_RANK[ARGV[5]] and reached(current, ARGV[5])) then redis.call('HSET', KEYS[3], ARGV[4], ARGV[5]) end
+end
+if isUrlJob and redis.call('SISMEMBER', KEYS[6], 'f' .. fp) == 0
+    and redis.call('SISMEMBER', KEYS[7], 'p' .. fp) == 0 and redis.call('SISMEMBER', KEYS[8], 'w' .. fp) == 0 then
+  redis.call('HDEL', KEYS[9], fp)
+  redis.call('HDEL', KEYS[10], 'r:' .. fp)
+end
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[4], ARGV[1], ARGV[6]) end
-for i = 7, #ARGV, 2 do
-  redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
+if countIt then
+  for i = 7, #ARGV, 2 do
+    redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
+  end
 end
 return 1 + markDoneIfIdle(KEYS[1], pendingKeys, ARGV[3])

@@ -16,10 +16,13 @@ export const ENV_TABLE = {
   LOG_LEVEL: { default: 'info', doc: 'pino level; logs are JSON lines on stderr' },
   USER_AGENTS: { default: '', doc: 'user agents to rotate, newline-separated, or @path/to/file' },
   LOCK_DURATION_MS: { default: '30000', doc: 'BullMQ job lock; a killed worker\'s jobs run again after this' },
+  RECONCILE_INTERVAL_MS: { default: '15000', doc: 'how often one worker of the fleet checks for pending jobs that no BullMQ job carries any more' },
+  RECONCILE_GRACE_MS: { default: '30000', doc: 'how long a pending job must stay without a live BullMQ job before it is rebuilt or dead-lettered' },
   PARSE_HIGH_WATER: { default: '5000', doc: 'fetchers pause while the parse queue holds more jobs than this' },
   WRITE_HIGH_WATER: { default: '5000', doc: 'parsers pause while the write queue holds more jobs than this' },
   WRITE_BATCH_SIZE: { default: '500', doc: 'a writer flushes when this many items have gathered...' },
   WRITE_BATCH_MS: { default: '100', doc: '...or when this many milliseconds have passed' },
+  WRITE_ATTEMPTS: { default: '10', doc: 'attempts of a write job for faults of the write itself; an unavailable item store spends none (its jobs are parked until it answers)' },
   PROXY_LIST: { default: '', doc: 'proxy URLs, comma- or newline-separated, or @path/to/file (`--proxies FILE` wins)' },
   ROBOTS_CACHE_SECONDS: { default: '3600', doc: 'how long the fleet keeps a host\'s robots.txt before fetching it again' },
   HOST_RESOLVE: { default: '', doc: 'name:address pairs that replace DNS for those names, like curl --resolve (staging, tests); not applied through proxies' },
@@ -40,10 +43,13 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   USER_AGENTS: z.string(),
   LOCK_DURATION_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
+  RECONCILE_INTERVAL_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
+  RECONCILE_GRACE_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
   PARSE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
   WRITE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
   WRITE_BATCH_SIZE: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of items'),
   WRITE_BATCH_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
+  WRITE_ATTEMPTS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of attempts'),
   PROXY_LIST: z.string(),
   ROBOTS_CACHE_SECONDS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of seconds'),
   METRICS_PORT: z.string().regex(/^(\d{1,5})?$/, 'must be a port number'),
@@ -63,10 +69,14 @@ export interface Env {
   logLevel: string;
   userAgents: string[];
   lockDurationMs: number;
+  reconcileIntervalMs: number;
+  reconcileGraceMs: number;
   parseHighWater: number;
   writeHighWater: number;
   writeBatchSize: number;
   writeBatchMs: number;
+  /** WRITE_ATTEMPTS: a write job's attempts (the parser sets them when it enqueues the job) */
+  writeAttempts: number;
   /** the raw PROXY_LIST value; @crawlfleet/politeness parses it */
   proxyList: string;
   robotsCacheSeconds: number;
@@ -114,10 +124,13 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     logLevel: e.LOG_LEVEL,
     userAgents: readListValue(e.USER_AGENTS, 'USER_AGENTS', /\n/),
     lockDurationMs: Number(e.LOCK_DURATION_MS),
+    reconcileIntervalMs: Number(e.RECONCILE_INTERVAL_MS),
+    reconcileGraceMs: Number(e.RECONCILE_GRACE_MS),
     parseHighWater: Number(e.PARSE_HIGH_WATER),
     writeHighWater: Number(e.WRITE_HIGH_WATER),
     writeBatchSize: Number(e.WRITE_BATCH_SIZE),
     writeBatchMs: Number(e.WRITE_BATCH_MS),
+    writeAttempts: Number(e.WRITE_ATTEMPTS),
     proxyList: e.PROXY_LIST,
     robotsCacheSeconds: Number(e.ROBOTS_CACHE_SECONDS),
     hostResolve: e.HOST_RESOLVE,

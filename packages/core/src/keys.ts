@@ -16,14 +16,27 @@ export interface CrawlKeys {
   meta: string;
   /** hash: the status counters */
   counters: string;
-  /** hash: URL fingerprint -> admission state (see admitUrls-3.lua) */
+  /** hash: URL fingerprint -> admission state (see admitUrls-4.lua) */
   urls: string;
   /** hash: job id -> JSON dead-letter record */
   dead: string;
+  /**
+   * hash: fingerprint -> the fetch request (compact JSON: u url, d depth, x redirects) of a URL in
+   * flight in any stage, so the reconciler can rebuild a lost job; removed when the URL leaves the last stage
+   */
+  requests: string;
+  /** hash: job id -> when the reconciler first found it pending with no live job behind it (ms) */
+  suspects: string;
+  /** hash: fingerprint -> how many times the reconciler rebuilt its lost jobs */
+  rebuilds: string;
+  /** hash: seeding run id -> when its sentinel lapses unless renewed (ms); see seeder */
+  seeding: string;
   /** sets, per stage: job ids enqueued and not yet finished / taken by a worker / waiting for a retry */
   pending: Record<Stage, string>;
   active: Record<Stage, string>;
   delayed: Record<Stage, string>;
+  /** sets, per stage: jobs parked while the crawl is paused, promoted on resume */
+  parked: Record<Stage, string>;
 }
 
 export interface PoliteKeys {
@@ -54,6 +67,11 @@ export class Keys {
     return `${this.prefix}:crawls`;
   }
 
+  /** Lock and bookkeeping of the fleet's reconciler (one runs at a time). */
+  reconciler(): { lock: string; progress: string } {
+    return { lock: `${this.prefix}:reconciler:lock`, progress: `${this.prefix}:reconciler:progress` };
+  }
+
   /** Every key of one crawl, sharing the hash tag `{crawlId}`. */
   crawl(crawlId: string): CrawlKeys {
     const base = `${this.prefix}:crawl:{${crawlId}}`;
@@ -64,9 +82,14 @@ export class Keys {
       counters: `${base}:counters`,
       urls: `${base}:urls`,
       dead: `${base}:dead`,
+      requests: `${base}:requests`,
+      suspects: `${base}:suspects`,
+      rebuilds: `${base}:rebuilds`,
+      seeding: `${base}:seeding`,
       pending: perStage('pending'),
       active: perStage('active'),
       delayed: perStage('delayed'),
+      parked: perStage('parked'),
     };
   }
 
@@ -101,6 +124,6 @@ export class Keys {
   /** Every key of a crawl as a flat list, for `reset`. */
   allCrawlKeys(crawlId: string): string[] {
     const k = this.crawl(crawlId);
-    return [...Object.values(this.fileIndex(crawlId)), k.meta, k.counters, k.urls, k.dead, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s]])];
+    return [...Object.values(this.fileIndex(crawlId)), k.meta, k.counters, k.urls, k.dead, k.requests, k.suspects, k.rebuilds, k.seeding, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s], k.parked[s]])];
   }
 }

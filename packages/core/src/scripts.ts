@@ -8,16 +8,18 @@ import type { Redis } from 'ioredis';
  * `verbNoun-v.lua` for a script that takes a variable number of keys) and
  * registers them on a connection under a versioned name, so two fleet versions can share one Redis.
  */
-export const SCRIPT_VERSION = 1;
+export const SCRIPT_VERSION = 2;
 const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
 
 const SCRIPT_FILES = {
-  admitUrls: 'admitUrls-3.lua',
-  addPending: 'addPending-2.lua',
+  admitUrls: 'admitUrls-4.lua',
+  addPending: 'addPending-4.lua',
   beginJob: 'beginJob-4.lua',
-  finishJob: 'finishJob-8.lua',
-  delayJob: 'delayJob-4.lua',
+  finishJob: 'finishJob-10.lua',
+  delayJob: 'delayJob-5.lua',
   checkDone: 'checkDone-4.lua',
+  rewindUrl: 'rewindUrl-5.lua',
+  replayDeadLetter: 'replayDeadLetter-7.lua',
   registerCrawl: 'registerCrawl-1.lua',
   acquireSlot: 'acquireSlot-v.lua',
   releaseSlot: 'releaseSlot-v.lua',

@@ -9,7 +9,7 @@ async function requireState(redis: Redis, keys: Keys, crawlId: string): Promise<
   return state;
 }
 
-/** Workers park the jobs of a paused crawl as delayed jobs; resume promotes them back. */
+/** Workers park the jobs of a paused crawl (the stages' parked sets); resume promotes them back. */
 export async function pauseCrawl(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlState> {
   const state = await requireState(redis, keys, crawlId);
   if (state === 'running') await redis.hset(keys.crawl(crawlId).meta, 'state', 'paused');
@@ -21,11 +21,35 @@ export async function resumeCrawl(redis: Redis, keys: Keys, queues: Queues, craw
   if (state !== 'paused') return state;
   const k = keys.crawl(crawlId);
   await redis.hset(k.meta, 'state', 'running');
-  await promoteDelayed(redis, keys, queues, crawlId);
+  await promoteParked(redis, keys, queues, crawlId);
   return (await checkDone(redis, keys, crawlId)) ? 'done' : 'running';
 }
 
-/** The crawl's parked jobs (retries, waits for a host or proxy, a pause) run now. */
+/**
+ * The jobs parked while the crawl was paused run now. Returns how many were promoted. Ids leave the
+ * set as they are promoted, so a resume that dies half-way leaves the rest for the reconciler.
+ */
+export async function promoteParked(redis: Redis, keys: Keys, queues: Queues, crawlId: string): Promise<number> {
+  const k = keys.crawl(crawlId);
+  let promoted = 0;
+  for (const stage of STAGES) {
+    for (;;) {
+      const ids = await redis.srandmember(k.parked[stage], 500);
+      if (ids.length === 0) break;
+      for (const id of ids) {
+        const job = await queues[stage].getJob(id);
+        if (job && (await job.isDelayed())) {
+          await job.promote().catch(() => undefined);
+          promoted++;
+        }
+      }
+      await redis.srem(k.parked[stage], ...ids);
+    }
+  }
+  return promoted;
+}
+
+/** The crawl's waiting jobs (retries, waits for a host or proxy, a pause) run now. */
 async function promoteDelayed(redis: Redis, keys: Keys, queues: Queues, crawlId: string): Promise<void> {
   const k = keys.crawl(crawlId);
   for (const stage of STAGES) {
@@ -42,6 +66,8 @@ export async function cancelCrawl(redis: Redis, keys: Keys, queues: Queues, craw
   if (state === 'running' || state === 'paused') {
     await redis.hset(keys.crawl(crawlId).meta, 'state', 'cancelled', 'finishedAt', new Date().toISOString());
     await promoteDelayed(redis, keys, queues, crawlId);
+    const k = keys.crawl(crawlId);
+    await redis.del(...STAGES.map((s) => k.parked[s]));
     return 'cancelled';
   }
   return state;

@@ -4,3 +4,5 @@ export * from './lifecycle.js';
 export * from './control.js';
 export * from './status.js';
 export * from './fetch-jobs.js';
+export * from './reconcile.js';
+export * from './replay.js';

@@ -44,16 +44,16 @@ export async function finishJob(redis: Redis, keys: Keys, crawlId: string, stage
   const result = await runScript<number>(
     redis,
     'finishJob',
-    [k.meta, k.counters, k.urls, k.dead, k.active[stage], k.pending.fetch, k.pending.parse, k.pending.write],
+    [k.meta, k.counters, k.urls, k.dead, k.active[stage], k.pending.fetch, k.pending.parse, k.pending.write, k.requests, k.rebuilds],
     [id, STAGES.indexOf(stage) + 1, new Date().toISOString(), input.url?.fingerprint ?? '', input.url?.state ?? '', input.dead ? JSON.stringify(input.dead) : '', ...counterArgs],
   );
   return result === 0 ? 'already' : result === 2 ? 'crawl-done' : 'finished';
 }
 
-/** The job leaves the active set for the delayed one (a retry, or a paused crawl). */
-export async function delayJob(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string, counter: 'retries' | 'deferred' | '' = ''): Promise<boolean> {
+/** The job leaves the active set for the delayed one (a retry, a deferral, or parked for a pause). */
+export async function delayJob(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string, counter: 'retries' | 'deferred' | '' = '', parked = false): Promise<boolean> {
   const k = keys.crawl(crawlId);
-  return (await runScript<number>(redis, 'delayJob', [k.pending[stage], k.active[stage], k.delayed[stage], k.counters], [id, counter])) === 1;
+  return (await runScript<number>(redis, 'delayJob', [k.pending[stage], k.active[stage], k.delayed[stage], k.counters, k.parked[stage]], [id, counter, parked ? '1' : ''])) === 1;
 }
 
 export async function checkDone(redis: Redis, keys: Keys, crawlId: string): Promise<boolean> {
@@ -68,9 +68,15 @@ export interface JobToEnqueue<S extends Stage> {
 }
 
 /**
+ * A URL's state in the frontier once a stage has finished it: the stage's durable done marker. A job
+ * of a stage the URL has passed is not enqueued again (addPending-4.lua).
+ */
+export const STAGE_DONE_STATE: Record<Stage, 'd' | 'p' | 'w'> = { fetch: 'd', parse: 'p', write: 'w' };
+
+/**
  * Enqueues jobs of one crawl: pending first, then the queue, so completion never misses a job.
- * Deterministic job ids make a repeated enqueue a no-op while the job exists; a dead-lettered job is
- * not enqueued again (addPending-2.lua). `alreadyPending` skips the first step for fetch jobs, which
+ * Deterministic job ids make a repeated enqueue a no-op while the job exists; a job whose stage the
+ * URL has passed, or a dead-lettered one, is not enqueued again (addPending-4.lua). `alreadyPending` skips the first step for fetch jobs, which
  * admitUrls put in pending atomically with their admission.
  */
 export async function enqueueJobs<S extends Stage>(redis: Redis, keys: Keys, queues: Queues, stage: S, crawlId: string, jobs: JobToEnqueue<S>[], alreadyPending = false): Promise<void> {
@@ -78,7 +84,7 @@ export async function enqueueJobs<S extends Stage>(redis: Redis, keys: Keys, que
   let toAdd = jobs;
   if (!alreadyPending) {
     const k = keys.crawl(crawlId);
-    const pending = new Set(await runScript<string[]>(redis, 'addPending', [k.pending[stage], k.dead], jobs.map((j) => j.id)));
+    const pending = new Set(await runScript<string[]>(redis, 'addPending', [k.pending[stage], k.dead, k.urls, k.rebuilds], [STAGE_DONE_STATE[stage], ...jobs.map((j) => j.id)]));
     toAdd = jobs.filter((j) => pending.has(j.id));
     if (toAdd.length === 0) return;
   }

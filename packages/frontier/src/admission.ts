@@ -32,7 +32,7 @@ export function uniqueCandidates(candidates: readonly Candidate[]): Candidate[] 
 const VERDICT_CODE: Record<ScopeVerdict, string> = { admit: 'a', 'out-of-scope': 's', 'too-deep': 'd' };
 
 /**
- * Admits URLs to a crawl's frontier in one atomic step (admitUrls-3.lua) and returns the ones to
+ * Admits URLs to a crawl's frontier in one atomic step (admitUrls-4.lua) and returns the ones to
  * enqueue. Each URL is admitted once per crawl, whatever number of parsers find it at the same time.
  */
 export interface Admission {
@@ -40,6 +40,23 @@ export interface Admission {
   admitted: Admitted[];
   /** how much the crawl's `skipped` counter changed */
   skipped: number;
+}
+
+/** Pure: what the frontier keeps of a URL in flight to rebuild its fetch job (u url, d depth, x redirects). */
+export function encodeRequest(c: Pick<Candidate, 'url' | 'depth' | 'redirects'>): string {
+  return JSON.stringify(c.redirects ? { u: c.url, d: c.depth, x: c.redirects } : { u: c.url, d: c.depth });
+}
+
+/** Pure: the inverse of encodeRequest; undefined for a value that is not one. */
+export function decodeRequest(text: string | null | undefined): { url: string; depth: number; redirects?: number } | undefined {
+  if (!text) return undefined;
+  try {
+    const r = JSON.parse(text) as { u?: unknown; d?: unknown; x?: unknown };
+    if (typeof r.u !== 'string' || typeof r.d !== 'number') return undefined;
+    return typeof r.x === 'number' ? { url: r.u, depth: r.d, redirects: r.x } : { url: r.u, depth: r.d };
+  } catch {
+    return undefined;
+  }
 }
 
 export async function admitUrls(redis: Redis, keys: Keys, crawlId: string, candidates: Candidate[], maxPages: number | undefined): Promise<Admission> {
@@ -52,9 +69,9 @@ export async function admitUrls(redis: Redis, keys: Keys, crawlId: string, candi
     const fp = urlFingerprint(crawlId, c.url);
     const id = jobId('fetch', fp);
     ids.push(id);
-    args.push(fp, id, VERDICT_CODE[c.verdict]);
+    args.push(fp, id, VERDICT_CODE[c.verdict], c.verdict === 'admit' ? encodeRequest(c) : '');
   }
-  const [codes, skipped] = await runScript<[number[], number]>(redis, 'admitUrls', [k.urls, k.counters, k.pending.fetch], args);
+  const [codes, skipped] = await runScript<[number[], number]>(redis, 'admitUrls', [k.urls, k.counters, k.pending.fetch, k.requests], args);
   const out: Admitted[] = [];
   list.forEach((c, i) => {
     const code = codes[i];

@@ -18,8 +18,10 @@ export const COUNTER_METRICS: Record<CounterName, { name: string; help: string }
   retries: { name: 'crawlfleet_retries_total', help: 'retry attempts' },
   // A gauge: a URL skipped as too deep and admitted later by a shorter path takes one back.
   skipped: { name: 'crawlfleet_urls_skipped', help: 'URLs refused by robots.txt, scope or limits (net, as this process changed the counter)' },
-  deferred: { name: 'crawlfleet_deferrals_total', help: 'times a job was parked to wait for its host or proxy' },
+  deferred: { name: 'crawlfleet_deferrals_total', help: 'times a job was parked to wait for its host, its proxy or its item store' },
   redirected: { name: 'crawlfleet_urls_redirected_total', help: 'URLs that redirected to another origin' },
+  reconciled: { name: 'crawlfleet_jobs_reconciled_total', help: 'lost jobs the reconciler rebuilt (their URL fetched again)' },
+  replayed: { name: 'crawlfleet_dead_letters_replayed_total', help: 'dead letters sent back to the fetch stage by `crawlfleet replay`' },
 };
 
 const statusClass = (status: number) => `${Math.floor(status / 100)}xx`;
@@ -35,6 +37,7 @@ export class FleetMetrics {
   private readonly deadLetters: Counter<'stage' | 'code'>;
   private readonly batchSize: Histogram;
   private readonly batchSeconds: Histogram;
+  private readonly unavailableSinks: Gauge;
 
   constructor(labels: Record<string, string> = {}) {
     this.registry.setDefaultLabels(labels);
@@ -56,6 +59,7 @@ export class FleetMetrics {
     this.deadLetters = new Counter({ name: 'crawlfleet_dead_letters_total', help: 'jobs dead-lettered, by stage and code', labelNames: ['stage', 'code'], registers });
     this.batchSize = new Histogram({ name: 'crawlfleet_write_batch_items', help: 'items per sink flush', buckets: [1, 10, 50, 100, 250, 500, 1000, 5000], registers });
     this.batchSeconds = new Histogram({ name: 'crawlfleet_write_batch_duration_seconds', help: 'time to flush a batch to the sink, retries included', buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 5, 30], registers });
+    this.unavailableSinks = new Gauge({ name: 'crawlfleet_sinks_unavailable', help: 'item stores this writer finds unavailable now (its write jobs are parked until they answer)', registers });
   }
 
   /** Counts a job's counter increments (the ones finishJob or delayJob applied to the crawl). */
@@ -81,5 +85,10 @@ export class FleetMetrics {
   writeBatch(items: number, seconds: number): void {
     this.batchSize.observe(items);
     this.batchSeconds.observe(seconds);
+  }
+
+  /** How many item stores this writer finds unavailable now (0 when all answer). */
+  sinksUnavailable(count: number): void {
+    this.unavailableSinks.set(count);
   }
 }

@@ -24,6 +24,8 @@ export interface AcquireInput {
   burstPerProxy: number;
   /** a host hold (Retry-After) longer than this from now counts as this long (retry.maxRetryAfterMs) */
   maxHoldMs: number;
+  /** whose line of deferred requests a newcomer joins: the crawl id */
+  line: string;
 }
 
 export type ProxyOutcome = 'ok' | 'fail' | 'block';
@@ -72,6 +74,7 @@ export class Limiter {
         input.ratePerProxy,
         input.burstPerProxy,
         input.maxHoldMs,
+        input.line,
       ],
     );
     if (go === 1) return { go: true, proxy: value > 0 ? input.proxies[value - 1] : undefined, hostDelayMs: Number(extra) };

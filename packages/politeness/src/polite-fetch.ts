@@ -19,6 +19,8 @@ export interface PoliteFetchInput {
   /** redirects that led to this URL: they count against limits.maxRedirects */
   redirects?: number;
   userAgent: string;
+  /** the crawl: its deferred requests queue in a line of their own (acquireSlot-v.lua) */
+  crawlId?: string;
 }
 
 export type PoliteFetchOutcome =
@@ -105,6 +107,7 @@ export class PoliteFetcher {
       ratePerProxy: spider.proxies.ratePerProxy,
       burstPerProxy: spider.proxies.burstPerProxy,
       maxHoldMs: spider.retry.maxRetryAfterMs,
+      line: input.crawlId ?? '',
     });
     if (!grant.go) {
       if (robotsOrigin) await this.robots.unlock(robotsOrigin);

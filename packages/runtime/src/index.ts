@@ -3,3 +3,4 @@ export * from './stage-worker.js';
 export * from './backpressure.js';
 export * from './shutdown.js';
 export * from './metrics-server.js';
+export * from './reconciler.js';

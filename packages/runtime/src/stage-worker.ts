@@ -10,7 +10,7 @@ import {
   type JobByStage,
   type Stage,
 } from '@crawlfleet/core';
-import { beginJob, delayJob, finishJob, type CrawlRecord, type FinishInput } from '@crawlfleet/crawl';
+import { STAGE_DONE_STATE, beginJob, classifyFinalFailure, deadLetterFailed, delayJob, finishJob, type CrawlRecord, type FinishInput } from '@crawlfleet/crawl';
 import type { FleetContext } from './context.js';
 
 /** What a stage's handler returns: the effects to record when its job finishes. */
@@ -38,7 +38,11 @@ export interface StageWorkerOptions<S extends Stage> {
   defaultAttempts?: number;
 }
 
-const PAUSED_RECHECK_MS = 60_000;
+/**
+ * A paused crawl's job is parked for this long; resume promotes it at once (the stage's parked set),
+ * so a paused crawl costs nothing while it waits. The bound is only a backstop.
+ */
+const PAUSED_PARK_MS = 24 * 3600_000;
 
 /**
  * Runs one stage on BullMQ. The harness owns the decisions every stage shares:
@@ -73,8 +77,8 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     const begun = await beginJob(redis, keys, data.crawlId, stage, id);
     if (begun.state === 'unknown' || begun.state === 'finished') return;
     if (begun.state === 'paused') {
-      await delayJob(redis, keys, data.crawlId, stage, id);
-      await job.moveToDelayed(Date.now() + PAUSED_RECHECK_MS, token);
+      await delayJob(redis, keys, data.crawlId, stage, id, '', true);
+      await job.moveToDelayed(Date.now() + PAUSED_PARK_MS, token);
       throw new DelayedError();
     }
     if (begun.state !== 'running') {
@@ -89,7 +93,9 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     const deferrals = Math.max(0, (job.attemptsStarted ?? 1) - job.attemptsMade - 1);
     try {
       const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts, deferrals });
-      if ((await finishJob(redis, keys, data.crawlId, stage, id, result)) !== 'already') metrics.count(result.counters ?? {});
+      // The stage's done marker: a job of this stage for this URL is never enqueued again.
+      const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...result };
+      if ((await finishJob(redis, keys, data.crawlId, stage, id, finish)) !== 'already') metrics.count(result.counters ?? {});
     } catch (err) {
       if (err instanceof DelayedError) throw err;
       if (err instanceof DeferError) {
@@ -145,6 +151,32 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     },
   });
   worker.on('error', (err) => log.error({ stage, err: { message: err.message } }, 'worker error'));
+  // BullMQ fails a job on its own when it stalled more than maxStalledCount times (its worker died
+  // on it every time) or when it failed outside our handler's catch: our processor recorded no
+  // dead letter, so the job would stay pending and the crawl would never end. Dead-letter it here;
+  // for a job the handler dead-lettered already, finishJob is a no-op. The reconciler catches what
+  // a process that dies now misses.
+  const deadLetterFinalFailure = async (job: Job | undefined, failedReason: string) => {
+    const crawlId = job?.data?.crawlId;
+    if (!job?.id || typeof crawlId !== 'string' || !job.finishedOn) return;
+    const { code, reason } = classifyFinalFailure(failedReason);
+    const finished = await deadLetterFailed(redis, keys, ctx.queues, crawlId, stage, job.id, code, reason);
+    if (finished === 'already') return;
+    metrics.count({ failed: 1 });
+    metrics.deadLetter(stage, code);
+    log.warn({ stage, jobId: job.id, url: job.data.url, code, reason }, 'dead-lettered a job BullMQ failed on its own');
+  };
+  worker.on('failed', (job, err) => {
+    deadLetterFinalFailure(job, errorMessage(err)).catch((e: unknown) => log.warn({ stage, err: errorMessage(e) }, 'could not dead-letter a failed job; the reconciler will'));
+  });
+  worker.on('stalled', (jobId) => {
+    ctx.queues[stage]
+      .getJob(jobId)
+      .then(async (job) => {
+        if (job && (await job.isFailed())) await deadLetterFinalFailure(job, job.failedReason);
+      })
+      .catch((e: unknown) => log.warn({ stage, err: errorMessage(e) }, 'could not dead-letter a stalled job; the reconciler will'));
+  });
   return worker;
 }
 

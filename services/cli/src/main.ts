@@ -4,6 +4,7 @@ import { errorMessage, redactUrl } from '@crawlfleet/core';
 import { assertCrawlId } from '@crawlfleet/crawl';
 import { crawlCommand } from './commands/crawl.js';
 import { dashboardCommand } from './commands/dashboard.js';
+import { deadLettersCommand, replayCommand } from './commands/dead-letters.js';
 import { exportCommand } from './commands/export.js';
 import { CONTROL_ACTIONS, controlCommand } from './commands/control.js';
 import { monitorCommand } from './commands/monitor.js';
@@ -115,6 +116,25 @@ program
   .requiredOption('--out <file>', 'FILE.jsonl or FILE.csv')
   .option('--mongo <url>', 'MongoDB URL (default: MONGO_URL)')
   .action(run((opts: Parameters<typeof exportCommand>[0]) => exportCommand(opts)));
+
+program
+  .command('dead-letters')
+  .description('list the URLs a crawl gave up on: URL, stage, code, reason and attempts')
+  .addOption(crawlIdOption().makeOptionMandatory())
+  .option('--code <code>', 'only this code (ERR_HTTP_STATUS, ERR_BLOCKED, ERR_STALLED, ...)')
+  .option('--url-regex <regex>', 'only URLs that match')
+  .option('--json', 'one JSON array on stdout')
+  .addOption(redisOption())
+  .action(run((opts: Parameters<typeof deadLettersCommand>[0]) => deadLettersCommand(opts)));
+
+program
+  .command('replay')
+  .description('send dead letters back to work: each URL is fetched again (a write dead letter is written again)')
+  .addOption(crawlIdOption().makeOptionMandatory())
+  .option('--code <code>', 'only this code')
+  .option('--url-regex <regex>', 'only URLs that match')
+  .addOption(redisOption())
+  .action(run((opts: Parameters<typeof replayCommand>[0]) => replayCommand(opts)));
 
 for (const action of CONTROL_ACTIONS) {
   const what = { pause: 'pause a crawl', resume: 'resume a paused crawl', cancel: 'cancel a crawl', reset: "forget a crawl's queue, dedup state and counters (items stay)" }[action];

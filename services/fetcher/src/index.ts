@@ -41,7 +41,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
     handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals }) => {
       await registered;
       const { spider } = crawl;
-      const outcome = await polite.fetch({ url: data.url, spider, leaseId: job.id!, deferrals, avoidProxies: data.avoidProxies, redirects: data.redirects, userAgent: userAgents.pick(spider.userAgents) });
+      const outcome = await polite.fetch({ url: data.url, spider, leaseId: job.id!, deferrals, avoidProxies: data.avoidProxies, redirects: data.redirects, userAgent: userAgents.pick(spider.userAgents), crawlId: data.crawlId });
       switch (outcome.kind) {
         case 'wait':
           throw new DeferError(outcome.waitMs, outcome.reason);

@@ -1,6 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { ConfigError, type SinkSpec, type Spider } from '@crawlfleet/core';
-import { admitAndEnqueue, checkDone, newCrawlId, registerCrawl } from '@crawlfleet/crawl';
+import { SENTINEL_PREFIX, admitAndEnqueue, checkDone, finishJob, newCrawlId, registerCrawl, type AdmissionCounts } from '@crawlfleet/crawl';
 import { UserAgentRotation, collectSitemapUrls, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, hostAllowed, type Candidate } from '@crawlfleet/frontier';
 import type { FleetContext } from '@crawlfleet/runtime';
@@ -65,10 +66,37 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
   const crawlId = options.crawlId ?? newCrawlId(spider.name);
   const created = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId));
   const candidates: Candidate[] = [...urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })), ...fromSitemaps];
-  const { seen: admitted } = await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates);
+  const { seen: admitted } = await whileSeeding(ctx, crawlId, () => admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates));
   await checkDone(ctx.redis, ctx.keys, crawlId);
   ctx.log.info({ crawlId, created, admitted, seeds: urls.length, fromSitemaps: fromSitemaps.length }, created ? 'crawl registered' : 'crawl resumed');
   return { crawlId, created, admitted };
+}
+
+/** How long a seeding run's sentinel lasts unless renewed: a seeder that died lets go after this. */
+const SEEDING_LEASE_MS = 60_000;
+
+/**
+ * Seeds are admitted and enqueued 1,000 at a time, and fast workers may finish the first thousand
+ * before the second is admitted: the crawl would be marked done and the rest dropped. A sentinel id
+ * in the fetch pending set holds the crawl open until seeding ends. It is renewed while seeding
+ * runs; the reconciler removes the sentinel of a seeder that died.
+ */
+async function whileSeeding(ctx: FleetContext, crawlId: string, seed: () => Promise<AdmissionCounts>): Promise<AdmissionCounts> {
+  const k = ctx.keys.crawl(crawlId);
+  const run = randomUUID();
+  const sentinel = `${SENTINEL_PREFIX}${run}`;
+  await ctx.redis.multi().hset(k.seeding, run, Date.now() + SEEDING_LEASE_MS).sadd(k.pending.fetch, sentinel).exec();
+  const renew = setInterval(() => {
+    ctx.redis.hset(k.seeding, run, Date.now() + SEEDING_LEASE_MS).catch(() => undefined);
+  }, SEEDING_LEASE_MS / 4);
+  try {
+    return await seed();
+  } finally {
+    clearInterval(renew);
+    await ctx.redis.hdel(k.seeding, run);
+    // finishJob removes the sentinel and marks the crawl done if the seeds are all finished already.
+    await finishJob(ctx.redis, ctx.keys, crawlId, 'fetch', sentinel);
+  }
 }
 
 /** The page URLs of the sitemaps, as frontier candidates: a URL on a host outside the crawl's scope is skipped. */

@@ -3,7 +3,7 @@ import { getStatus } from '@crawlfleet/crawl';
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
 import { loadProxyList } from '@crawlfleet/politeness';
-import { createFleetContext, onShutdownSignal, type RunningStage } from '@crawlfleet/runtime';
+import { createFleetContext, onShutdownSignal, startReconciler, type RunningStage } from '@crawlfleet/runtime';
 import { seedCrawl } from '@crawlfleet/seeder';
 import { startWriter } from '@crawlfleet/writer';
 import { EXIT, ExitError } from '../exit-codes.js';
@@ -44,7 +44,9 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
   const proxies = loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList });
   const ctx = await createFleetContext({ env, name: 'crawl' });
   const stages: RunningStage[] = [];
+  const stopReconciler = startReconciler(ctx);
   const stopAll = async () => {
+    stopReconciler();
     await Promise.all(stages.map((s) => s.close()));
     await ctx.close();
   };
@@ -68,6 +70,7 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
       },
     });
     if (showProgress) process.stderr.write('\n');
+    stopReconciler();
     await Promise.all(stages.map((s) => s.close()));
     const status = await fullStatus(ctx, crawlId);
     if (options.json) process.stdout.write(`${JSON.stringify(status)}\n`);

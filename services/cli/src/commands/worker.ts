@@ -1,7 +1,7 @@
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
 import { loadProxyList } from '@crawlfleet/politeness';
-import { createFleetContext, onShutdownSignal, serveMetrics, type RunningStage } from '@crawlfleet/runtime';
+import { createFleetContext, onShutdownSignal, serveMetrics, startReconciler, type RunningStage } from '@crawlfleet/runtime';
 import { mongoReadiness, startWriter } from '@crawlfleet/writer';
 import { ConfigError } from '@crawlfleet/core';
 import { envWith } from '../options.js';
@@ -24,7 +24,10 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
   // A writer is not ready while the MongoDB it was given (MONGO_URL) does not answer.
   const metrics = await serveMetrics(ctx, [STAGE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
   ctx.log.info({ stage: k, concurrency, pid: process.pid, proxies: proxies.map((p) => p.label), metricsPort: metrics?.port }, 'worker ready');
+  // Every worker takes its turn as the fleet's reconciler (one at a time, under a lock).
+  const stopReconciler = startReconciler(ctx);
   onShutdownSignal(ctx.log, async () => {
+    stopReconciler();
     await stage.close();
     await metrics?.close();
     await ctx.close();

@@ -1,0 +1,198 @@
+import type { Redis } from 'ioredis';
+import { STAGES, fingerprintOfJob, jobId, runScript, type FetchJob, type Keys, type Logger, type Queues, type Stage } from '@crawlfleet/core';
+import { decodeRequest } from '@crawlfleet/frontier';
+import { finishJob, type DeadLetter } from './lifecycle.js';
+import type { CrawlRecord } from './registry.js';
+
+/**
+ * The reconciler: every id in a stage's pending set must have a live BullMQ job behind it, or the
+ * crawl never ends. Ids lose their job when BullMQ fails a job that stalled too often (our processor
+ * never ran, so nothing dead-lettered it), when a job is removed by hand (Bull Board, `clean`), when
+ * a process dies between marking a job pending and adding it, or when Redis restarts from an AOF that
+ * misses its last second. Each such id becomes a job again (rebuilt from the URL's request) or a dead
+ * letter with a reason.
+ */
+
+/** What BullMQ holds for a pending id. */
+export type JobPresence = 'live' | 'missing' | 'completed' | 'failed';
+
+export type OrphanAction =
+  | { kind: 'keep' } // a live job carries it, or it was not seen lost for long enough yet
+  | { kind: 'suspect' } // lost now: record when, act if it still is after the grace period
+  | { kind: 'rebuild' } // its URL goes back to the fetch stage
+  | { kind: 'dead-letter'; code: 'ERR_STALLED' | 'ERR_JOB_FAILED'; reason: string };
+
+/** BullMQ's own reason for a job that stalled more than maxStalledCount times. */
+const STALLED_REASON = /stalled more than allowable limit/i;
+
+/**
+ * Pure: what to do with one pending id. A failed job is a final failure (our own dead letters record
+ * theirs before they fail, so this one ended without its finish: a stall or a crash outside the
+ * handler); a missing or completed one lost its effects and is redone.
+ */
+export function decideOrphan(input: { presence: JobPresence; failedReason?: string | null; firstSeenMs?: number; nowMs: number; graceMs: number }): OrphanAction {
+  const { presence, firstSeenMs, nowMs, graceMs } = input;
+  if (presence === 'live') return { kind: 'keep' };
+  if (firstSeenMs === undefined) return { kind: 'suspect' };
+  if (nowMs - firstSeenMs < graceMs) return { kind: 'keep' };
+  if (presence !== 'failed') return { kind: 'rebuild' };
+  return { kind: 'dead-letter', ...classifyFinalFailure(input.failedReason) };
+}
+
+/** Pure: the dead-letter code and reason of a job BullMQ failed on its own. */
+export function classifyFinalFailure(failedReason: string | null | undefined): { code: 'ERR_STALLED' | 'ERR_JOB_FAILED'; reason: string } {
+  const reason = failedReason || 'failed without a recorded reason';
+  return STALLED_REASON.test(reason)
+    ? { code: 'ERR_STALLED', reason: `${reason}: its worker died or hung on it every time (maxStalledCount)` }
+    : { code: 'ERR_JOB_FAILED', reason };
+}
+
+/** Seeding sentinels (see the seeder) sit in the fetch pending set under ids that are not jobs. */
+export const SENTINEL_PREFIX = 's:';
+
+export interface ReconcileReport {
+  checked: number;
+  suspects: number;
+  rebuilt: number;
+  deadLettered: number;
+  sentinelsCleared: number;
+}
+
+export interface ReconcileOptions {
+  graceMs: number;
+  /** rebuilds of one URL before it is dead-lettered (ERR_JOB_LOST): a job removed again and again */
+  maxRebuilds?: number;
+  log?: Logger;
+  nowMs?: number;
+}
+
+const SCAN_COUNT = 1000;
+
+/** Checks every pending id of a crawl, in every stage, and repairs the lost ones. */
+export async function reconcileCrawl(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRecord, options: ReconcileOptions): Promise<ReconcileReport> {
+  const report: ReconcileReport = { checked: 0, suspects: 0, rebuilt: 0, deadLettered: 0, sentinelsCleared: 0 };
+  for (const stage of STAGES) {
+    const key = keys.crawl(crawl.crawlId).pending[stage];
+    let cursor = '0';
+    do {
+      const [next, ids] = await redis.sscan(key, cursor, 'COUNT', SCAN_COUNT);
+      cursor = next;
+      if (ids.length > 0) await reconcileIds(redis, keys, queues, crawl, stage, ids, options, report);
+    } while (cursor !== '0');
+  }
+  return report;
+}
+
+async function reconcileIds(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRecord, stage: Stage, ids: string[], options: ReconcileOptions, report: ReconcileReport): Promise<void> {
+  const k = keys.crawl(crawl.crawlId);
+  const nowMs = options.nowMs ?? Date.now();
+  const sentinels = ids.filter((id) => id.startsWith(SENTINEL_PREFIX));
+  for (const id of sentinels) {
+    const lapsesAt = Number(await redis.hget(k.seeding, id.slice(SENTINEL_PREFIX.length)));
+    if (!(lapsesAt > nowMs)) {
+      // A seeder that died mid-seed: its sentinel would hold the crawl open forever.
+      await redis.hdel(k.seeding, id.slice(SENTINEL_PREFIX.length));
+      await finishJob(redis, keys, crawl.crawlId, 'fetch', id);
+      report.sentinelsCleared++;
+    }
+  }
+  const jobs = ids.filter((id) => !id.startsWith(SENTINEL_PREFIX));
+  if (jobs.length === 0) return;
+  report.checked += jobs.length;
+  const presences = await jobPresences(redis, queues, stage, jobs);
+  const firstSeen = await redis.hmget(k.suspects, ...jobs);
+  const cleared: string[] = [];
+  for (let i = 0; i < jobs.length; i++) {
+    const id = jobs[i]!;
+    const { presence, failedReason } = presences[i]!;
+    const seen = firstSeen[i] ? Number(firstSeen[i]) : undefined;
+    const action = decideOrphan({ presence, failedReason, ...(seen !== undefined ? { firstSeenMs: seen } : {}), nowMs, graceMs: options.graceMs });
+    switch (action.kind) {
+      case 'keep':
+        if (presence === 'live' && seen !== undefined) cleared.push(id);
+        break;
+      case 'suspect':
+        await redis.hsetnx(k.suspects, id, String(nowMs));
+        report.suspects++;
+        break;
+      case 'rebuild':
+        if (await rebuild(redis, keys, queues, crawl, stage, id, options)) report.rebuilt++;
+        else report.deadLettered++;
+        break;
+      case 'dead-letter':
+        await deadLetterFailed(redis, keys, queues, crawl.crawlId, stage, id, action.code, action.reason);
+        await redis.hdel(k.suspects, id);
+        report.deadLettered++;
+        options.log?.warn({ crawlId: crawl.crawlId, stage, jobId: id, code: action.code }, 'reconciler: a job BullMQ failed on its own is dead-lettered');
+        break;
+    }
+  }
+  if (cleared.length > 0) await redis.hdel(k.suspects, ...cleared);
+}
+
+/** What BullMQ holds for each id: one pipelined round trip of three reads per id. */
+async function jobPresences(redis: Redis, queues: Queues, stage: Stage, ids: string[]): Promise<{ presence: JobPresence; failedReason: string | null }[]> {
+  const queue = queues[stage];
+  const pipeline = redis.pipeline();
+  for (const id of ids) {
+    pipeline.hget(queue.toKey(id), 'failedReason');
+    pipeline.exists(queue.toKey(id));
+    pipeline.zscore(queue.toKey('completed'), id);
+    pipeline.zscore(queue.toKey('failed'), id);
+  }
+  const results = (await pipeline.exec()) ?? [];
+  return ids.map((_, i) => {
+    const [reason, exists, completed, failed] = results.slice(4 * i, 4 * i + 4).map((r) => r[1]);
+    const presence: JobPresence = exists === 0 ? 'missing' : failed !== null ? 'failed' : completed !== null ? 'completed' : 'live';
+    return { presence, failedReason: (reason as string | null) ?? null };
+  });
+}
+
+/**
+ * Sends a lost job's URL back to fetch and (re)adds its fetch job from the request the frontier kept.
+ * Returns false when it dead-lettered it instead (no request kept, or rebuilt too often).
+ */
+async function rebuild(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRecord, stage: Stage, id: string, options: ReconcileOptions): Promise<boolean> {
+  const k = keys.crawl(crawl.crawlId);
+  const fp = fingerprintOfJob(id);
+  const maxRebuilds = options.maxRebuilds ?? 5;
+  const request = decodeRequest(await redis.hget(k.requests, fp));
+  const verdict = request ? await runScript<number>(redis, 'rewindUrl', [k.pending[stage], k.pending.fetch, k.rebuilds, k.suspects, k.urls], [id, maxRebuilds]) : -1;
+  if (verdict === 0) return true;
+  if (verdict === -1 || !request) {
+    const reason = request ? `its jobs were lost ${maxRebuilds} times (removed by hand, or lost with Redis)` : 'its job was lost and the URL it was for is not known';
+    await finishJob(redis, keys, crawl.crawlId, stage, id, {
+      counters: { failed: 1 },
+      dead: { url: request?.url ?? '', stage, reason, code: 'ERR_JOB_LOST', attempts: 0, at: new Date().toISOString(), ...(request ? { data: { crawlId: crawl.crawlId, url: request.url, depth: request.depth } } : {}) },
+    });
+    await redis.hdel(k.suspects, id);
+    options.log?.warn({ crawlId: crawl.crawlId, stage, jobId: id, url: request?.url }, `reconciler: ${reason}; dead-lettered`);
+    return false;
+  }
+  const fetchId = jobId('fetch', fp);
+  // A completed or failed fetch job under this id would turn the add into a no-op.
+  const existing = await queues.fetch.getJob(fetchId);
+  if (existing && ((await existing.isCompleted()) || (await existing.isFailed()))) await existing.remove().catch(() => undefined);
+  const data: FetchJob = { crawlId: crawl.crawlId, url: request.url, depth: request.depth, ...(request.redirects ? { redirects: request.redirects } : {}) };
+  await queues.fetch.add('fetch', data, { jobId: fetchId, attempts: crawl.spider.retry.attempts + 1, backoff: { type: 'crawlfleet' } });
+  await redis.hincrby(k.counters, 'reconciled', 1);
+  options.log?.warn({ crawlId: crawl.crawlId, stage, jobId: id, url: request.url }, 'reconciler: a pending job had no live job behind it; its URL is fetched again');
+  return true;
+}
+
+/** Dead-letters a job BullMQ failed without our processor finishing it (a stall, a crash before the handler). */
+export async function deadLetterFailed(redis: Redis, keys: Keys, queues: Queues, crawlId: string, stage: Stage, id: string, code: string, reason: string): Promise<'already' | 'finished' | 'crawl-done'> {
+  const job = await queues[stage].getJob(id);
+  const data = (job?.data ?? {}) as { url?: unknown };
+  const request = decodeRequest(await redis.hget(keys.crawl(crawlId).requests, fingerprintOfJob(id)));
+  const dead: DeadLetter = {
+    url: typeof data.url === 'string' ? data.url : (request?.url ?? ''),
+    stage,
+    reason,
+    code,
+    attempts: job?.attemptsMade ?? 0,
+    at: new Date().toISOString(),
+    ...(job ? { data: stage === 'parse' ? { ...job.data, body: undefined } : job.data } : {}),
+  };
+  return finishJob(redis, keys, crawlId, stage, id, { counters: { failed: 1 }, dead });
+}

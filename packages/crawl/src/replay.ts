@@ -1,0 +1,93 @@
+import type { Redis } from 'ioredis';
+import { ConfigError, STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Queues, type Stage, type WriteJob } from '@crawlfleet/core';
+import { encodeRequest } from '@crawlfleet/frontier';
+import type { DeadLetter } from './lifecycle.js';
+import type { CrawlRecord } from './registry.js';
+import { getDeadLetters } from './status.js';
+
+/** A dead letter with the id of the job it ended. */
+export type DeadLetterEntry = DeadLetter & { jobId: string };
+
+export interface DeadLetterFilter {
+  code?: string;
+  urlRegex?: RegExp;
+}
+
+/** Pure: the dead letters a filter selects, in URL order. */
+export function selectDeadLetters(entries: DeadLetterEntry[], filter: DeadLetterFilter): DeadLetterEntry[] {
+  return entries
+    .filter((e) => (filter.code === undefined || e.code === filter.code) && (filter.urlRegex === undefined || filter.urlRegex.test(e.url)))
+    .sort((a, b) => a.url.localeCompare(b.url) || a.stage.localeCompare(b.stage));
+}
+
+export async function listDeadLetters(redis: Redis, keys: Keys, crawlId: string, filter: DeadLetterFilter = {}): Promise<DeadLetterEntry[]> {
+  const records = await getDeadLetters(redis, keys, crawlId);
+  return selectDeadLetters(
+    Object.entries(records).map(([id, record]) => ({ ...record, jobId: id })),
+    filter,
+  );
+}
+
+/**
+ * Pure: how a dead letter runs again. A write dead letter still holds its items, so its write job
+ * runs again as it was; anything else is fetched again (a parse dead letter kept no page body).
+ * Undefined when the record cannot be replayed (a poison job whose payload was never valid).
+ */
+export function replayPlan(entry: DeadLetterEntry, crawlId: string): { stage: 'fetch'; id: string; request: { url: string; depth: number } } | { stage: 'write'; id: string; job: WriteJob } | undefined {
+  if (!/^[fpw][0-9a-f]{32}$/.test(entry.jobId)) return undefined;
+  const fp = fingerprintOfJob(entry.jobId);
+  const data = (entry.data ?? {}) as { url?: unknown; depth?: unknown; items?: unknown };
+  if (entry.stage === 'write' && Array.isArray(data.items) && data.items.length > 0 && typeof data.url === 'string') {
+    return { stage: 'write', id: jobId('write', fp), job: { crawlId, url: data.url, items: data.items as WriteJob['items'] } };
+  }
+  const url = typeof data.url === 'string' ? data.url : entry.url;
+  if (!/^https?:\/\//.test(url)) return undefined;
+  const depth = typeof data.depth === 'number' && Number.isInteger(data.depth) && data.depth >= 0 ? data.depth : 0;
+  return { stage: 'fetch', id: jobId('fetch', fp), request: { url, depth } };
+}
+
+export interface ReplayResult {
+  replayed: DeadLetterEntry[];
+  /** records that cannot run again, with why */
+  refused: { entry: DeadLetterEntry; reason: string }[];
+}
+
+/**
+ * Sends the selected dead letters back to work: each one's old jobs leave BullMQ (a failed or
+ * completed job under the same id would turn the new add into a no-op), its record leaves the
+ * dead-letter set, and its job is enqueued again. The crawl runs again if it had ended.
+ */
+export async function replayDeadLetters(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRecord, filter: DeadLetterFilter = {}): Promise<ReplayResult> {
+  if (crawl.state === 'cancelled') throw new ConfigError(`crawl ${crawl.crawlId} was cancelled: reset it and seed it again instead of replaying`);
+  const k = keys.crawl(crawl.crawlId);
+  const result: ReplayResult = { replayed: [], refused: [] };
+  for (const entry of await listDeadLetters(redis, keys, crawl.crawlId, filter)) {
+    const plan = replayPlan(entry, crawl.crawlId);
+    if (!plan) {
+      result.refused.push({ entry, reason: 'its job never had a valid URL' });
+      continue;
+    }
+    const fp = fingerprintOfJob(plan.id);
+    // The URL runs from the plan's stage on: no finished or failed job of a later stage may block it.
+    for (const stage of STAGES.slice(STAGES.indexOf(plan.stage))) await removeFinishedJob(queues, stage, jobId(stage, fp));
+    const applied = await runScript<number>(
+      redis,
+      'replayDeadLetter',
+      [k.dead, k.counters, k.meta, k.pending[plan.stage], k.requests, k.rebuilds, k.urls],
+      [entry.jobId, entry.stage, plan.id, plan.stage === 'fetch' ? encodeRequest(plan.request) : ''],
+    );
+    if (applied === 0) continue;
+    if (plan.stage === 'fetch') {
+      await queues.fetch.add('fetch', { crawlId: crawl.crawlId, url: plan.request.url, depth: plan.request.depth }, { jobId: plan.id, attempts: crawl.spider.retry.attempts + 1, backoff: { type: 'crawlfleet' } });
+    } else {
+      await queues.write.add('write', plan.job, { jobId: plan.id, attempts: 10, backoff: { type: 'crawlfleet' } });
+    }
+    result.replayed.push(entry);
+  }
+  return result;
+}
+
+async function removeFinishedJob(queues: Queues, stage: Stage, id: string): Promise<void> {
+  const job = await queues[stage].getJob(id);
+  if (job && ((await job.isFailed()) || (await job.isCompleted()))) await job.remove();
+}
