@@ -1,7 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { catalogueSpider, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
-import { dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { Redis } from 'ioredis';
+import { Keys } from '@crawlfleet/core';
+import { REDIS_URL, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
 
 const shape = siteShape(100, 20);
 
@@ -17,11 +19,21 @@ describe('crawl control: pause, resume, cancel, reset', () => {
       await runCli(['seed', spider, '--crawl-id', 'paused', '--sink', join(dir, 'paused.jsonl')], { env });
       expect((await runCli(['pause', '--crawl-id', 'paused'], { env })).stdout).toContain('crawl paused paused');
       workers.push(...['fetcher', 'parser', 'writer'].map((s) => spawnCli(['worker', s], { env })));
-            await new Promise((r) => setTimeout(r, 2500));
+      await new Promise((r) => setTimeout(r, 2500));
       const status = JSON.parse((await runCli(['status', '--crawl-id', 'paused', '--json'], { env })).stdout);
       expect(status.state).toBe('paused');
       expect(status.queues.fetch).toMatchObject({ waiting: 0, active: 0, delayed: 1 });
       expect(site.requests).toHaveLength(0);
+      // Parked until resume, not re-taken every minute: a paused crawl costs nothing while it waits.
+      const redis = new Redis(REDIS_URL);
+      try {
+        const keys = new Keys(prefix);
+        expect(await redis.smembers(keys.crawl('paused').parked.fetch)).toHaveLength(1);
+        const [, score] = await redis.zrange(`${keys.queuePrefix('fetch')}:fetch:delayed`, 0, 0, 'WITHSCORES');
+        expect(Math.floor(Number(score) / 0x1000) - Date.now()).toBeGreaterThan(23 * 3600_000);
+      } finally {
+        redis.disconnect();
+      }
 
       expect((await runCli(['resume', '--crawl-id', 'paused'], { env })).code).toBe(0);
       expect((await runCli(['wait', '--crawl-id', 'paused', '--timeout', '60'], { env })).code).toBe(0);
