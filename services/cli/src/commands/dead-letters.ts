@@ -27,9 +27,9 @@ export function formatDeadLetters(entries: DeadLetterEntry[]): string {
   if (entries.length === 0) return 'no dead letters';
   const byCode = new Map<string, number>();
   for (const e of entries) byCode.set(e.code, (byCode.get(e.code) ?? 0) + 1);
-  const lines = entries.map((e) => `${e.code}\t${e.stage}\t${e.attempts}\t${e.url}\t${e.reason.length > 160 ? `${e.reason.slice(0, 157)}...` : e.reason}`);
+  const lines = entries.map((e) => `${e.code}\t${e.stage}\t${e.attempts}\t${e.at}\t${e.url}\t${e.reason.length > 160 ? `${e.reason.slice(0, 157)}...` : e.reason}`);
   const summary = [...byCode].map(([code, n]) => `${n} ${code}`).join(', ');
-  return [`code\tstage\tattempts\turl\treason`, ...lines, `${entries.length} dead letters: ${summary}`].join('\n');
+  return [`code\tstage\tattempts\tat\turl\treason`, ...lines, `${entries.length} dead letters: ${summary}`].join('\n');
 }
 
 async function requireCrawl<T>(options: FilterOptions, fn: (ctx: Parameters<Parameters<typeof withContext>[1]>[0]) => Promise<T>): Promise<T> {
