@@ -33,7 +33,7 @@ export function markdownReport(results, meta) {
       `${r.found.deadLetters} (${r.found.deadExpected})`,
       r.found.counterMismatches.length === 0 ? 'exact' : r.found.counterMismatches.map((m) => `${m.counter} ${m.found}≠${m.expected}`).join(', '),
       r.durationS,
-      r.found.pass ? 'PASS' : 'FAIL',
+      `${r.found.pass ? 'PASS' : 'FAIL'}${r.found.buildChanged ? ' (rebuilt mid-run)' : ''}`,
     ]),
   );
   const problems = results

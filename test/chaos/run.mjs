@@ -13,7 +13,7 @@
 // Results: test-artifacts/chaos-<form>.json and .md; the run directory (logs of every process, Redis
 // AOF, FerretDB data) is kept when a scenario fails. Exit 0 all passed, 1 a scenario failed, 2 bad setup.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, homedir, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -141,6 +141,24 @@ async function diagnosePending(redisUrl, keys, leftovers) {
   return out;
 }
 
+/**
+ * The newest modification time of the fleet's built code: in a shared checkout, a rebuild during a
+ * scenario makes restarted workers run other code than the ones they replace (the report says so).
+ */
+function buildStamp() {
+  let newest = 0;
+  for (const group of ['packages', 'services']) {
+    for (const name of readdirSync(join(ROOT, group))) {
+      const dist = join(ROOT, group, name, 'dist');
+      if (!existsSync(dist)) continue;
+      for (const file of readdirSync(dist, { recursive: true })) {
+        if (String(file).endsWith('.js')) newest = Math.max(newest, statSync(join(dist, String(file))).mtimeMs);
+      }
+    }
+  }
+  return newest;
+}
+
 async function runScenario(scenario, ctx) {
   const { redis, mongo, site, truth, hosts, runDir } = ctx;
   const ts = Date.now().toString(36);
@@ -172,6 +190,7 @@ async function runScenario(scenario, ctx) {
   if (seeded.code !== 0) throw new Error(`seed exited ${seeded.code}: ${seeded.stderr.slice(-2000)}`);
   log(`seeded ${truth.pages.size} pages as crawl ${crawlId} (QUEUE_PREFIX ${prefix}, MongoDB database ${dbName})`);
 
+  const buildAtStart = buildStamp();
   const t0 = Date.now();
   const fleet = startFleet({ env, logDir: dir, counts: FLEET.counts, concurrency: FLEET.concurrency, log });
   const watcher = new Redis(redis.url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: () => 200 });
@@ -299,8 +318,8 @@ async function runScenario(scenario, ctx) {
   const statusJson = status.code === 0 ? JSON.parse(status.stdout) : null;
   const waited = endedDone ? await runCli(['wait', '--crawl-id', crawlId, '--timeout', '5'], env, 30_000) : { code: null };
   const deadLetters = Object.entries(await watcher.hgetall(k.dead)).map(([id, json]) => {
-    const { url, stage, code, reason, attempts } = JSON.parse(json);
-    return { id, url, stage, code, reason, attempts };
+    const { url, stage, code, reason, attempts, at } = JSON.parse(json);
+    return { id, url, stage, code, reason, attempts, at };
   });
   const leftovers = await leftoverSets(watcher, k);
   const diagnosis = endedDone ? undefined : await diagnosePending(redis.url, keys, leftovers);
@@ -322,6 +341,8 @@ async function runScenario(scenario, ctx) {
     waitExit: waited.code,
   });
   found.endedDone = endedDone;
+  found.buildChanged = buildStamp() !== buildAtStart;
+  if (found.buildChanged) log('the fleet was rebuilt during this scenario: restarted workers ran newer code than the first ones');
   found.finalState = final?.state ?? progress.state;
   log(found.pass ? 'PASS' : `FAIL: ${found.problems.join('; ')}`);
   return {
