@@ -16,6 +16,7 @@ export const ENV_TABLE = {
   LOG_LEVEL: { default: 'info', doc: 'pino level; logs are JSON lines on stderr' },
   USER_AGENTS: { default: '', doc: 'user agents to rotate, newline-separated, or @path/to/file' },
   LOCK_DURATION_MS: { default: '30000', doc: 'BullMQ job lock; a killed worker\'s jobs run again after this' },
+  MAX_STALLED_COUNT: { default: '', doc: 'times a job may lose its worker (killed, crashed) and run again before it is dead-lettered as ERR_STALLED; default 10 for fetch and parse, 50 for write (idempotent, never a poison page)' },
   RECONCILE_INTERVAL_MS: { default: '15000', doc: 'how often one worker of the fleet checks for pending jobs that no BullMQ job carries any more' },
   RECONCILE_GRACE_MS: { default: '30000', doc: 'how long a pending job must stay without a live BullMQ job before it is rebuilt or dead-lettered' },
   PARSE_HIGH_WATER: { default: '5000', doc: 'fetchers pause while the parse queue holds more jobs than this' },
@@ -43,6 +44,7 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   USER_AGENTS: z.string(),
   LOCK_DURATION_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
+  MAX_STALLED_COUNT: z.string().regex(/^([1-9]\d*)?$/, 'must be a positive number of stalls'),
   RECONCILE_INTERVAL_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
   RECONCILE_GRACE_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
   PARSE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
@@ -69,6 +71,8 @@ export interface Env {
   logLevel: string;
   userAgents: string[];
   lockDurationMs: number;
+  /** undefined: each stage's own default (see stage-worker) */
+  maxStalledCount: number | undefined;
   reconcileIntervalMs: number;
   reconcileGraceMs: number;
   parseHighWater: number;
@@ -124,6 +128,7 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     logLevel: e.LOG_LEVEL,
     userAgents: readListValue(e.USER_AGENTS, 'USER_AGENTS', /\n/),
     lockDurationMs: Number(e.LOCK_DURATION_MS),
+    maxStalledCount: e.MAX_STALLED_COUNT === '' ? undefined : Number(e.MAX_STALLED_COUNT),
     reconcileIntervalMs: Number(e.RECONCILE_INTERVAL_MS),
     reconcileGraceMs: Number(e.RECONCILE_GRACE_MS),
     parseHighWater: Number(e.PARSE_HIGH_WATER),

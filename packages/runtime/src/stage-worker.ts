@@ -39,6 +39,16 @@ export interface StageWorkerOptions<S extends Stage> {
 }
 
 /**
+ * How many times a job may lose its worker before BullMQ fails it (then dead-lettered ERR_STALLED).
+ * A stall is either a poison job that crashes its worker every time or bad luck: a worker killed
+ * (a deploy, an OOM elsewhere, a node lost) while the job ran. The limit must be high enough that
+ * bad luck never reaches it (the chaos suite kills a worker every 1-2 s), and low enough that a poison
+ * page stops crash-looping its parser soon. A write job is idempotent and holds no page, so it is
+ * never the cause of its worker's death: it may stall far more often.
+ */
+const MAX_STALLED_COUNT: Record<Stage, number> = { fetch: 10, parse: 10, write: 50 };
+
+/**
  * A paused crawl's job is parked for this long; resume promotes it at once (the stage's parked set),
  * so a paused crawl costs nothing while it waits. The bound is only a backstop.
  */
@@ -143,7 +153,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     concurrency: options.concurrency,
     lockDuration: ctx.env.lockDurationMs,
     stalledInterval: Math.max(1000, Math.floor(ctx.env.lockDurationMs / 2)),
-    maxStalledCount: 5,
+    maxStalledCount: ctx.env.maxStalledCount ?? MAX_STALLED_COUNT[stage],
     ...JOB_HISTORY[stage],
     settings: {
       backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) =>
