@@ -7,5 +7,6 @@ export * from './identity-index.js';
 export * from './record-splitter.js';
 export * from './open-sink.js';
 export * from './mongo-sink.js';
+export * from './sink-errors.js';
 export * from './export.js';
 export * from './item-schema.js';

@@ -5,6 +5,7 @@ import { redactUrl, retryDelay, type Item, type Logger, type Spider } from '@cra
 import { Batcher, type BatcherOptions, type FlushOutcome } from './batcher.js';
 import { castItem, itemModelName, itemSchema } from './item-schema.js';
 import type { ItemSink } from './sink.js';
+import { classifySinkError, isDocumentFault } from './sink-errors.js';
 
 /** MongoDB's document size limit; a larger item is refused here, as the server would refuse it. */
 const MAX_DOCUMENT_BYTES = 16 * 1024 * 1024;
@@ -23,7 +24,11 @@ export interface MongoSinkOptions {
   log?: Logger;
   /** how long one reconnect wait may grow to while MongoDB is down */
   maxRetryDelayMs?: number;
-  /** how long a flush holds its batch and retries before it fails its jobs */
+  /**
+   * how long a flush holds its batch and retries while MongoDB is unavailable before it fails its
+   * jobs (the writer then parks them, without spending attempts, until MongoDB answers: there is no
+   * limit on the outage); a flush while MongoDB is known to be down tries once and does not hold
+   */
   maxHoldMs?: number;
   /** a flush attempt that has not settled by then counts as failed and is retried (upserts are idempotent) */
   flushTimeoutMs?: number;
@@ -58,39 +63,6 @@ export function contentHash(item: Item): string {
   return createHash('sha1').update(JSON.stringify(content)).digest('hex');
 }
 
-/** Errors that mean "MongoDB is unreachable right now", as opposed to "this write is wrong". */
-export function isTransientMongoError(err: unknown): boolean {
-  const e = err as { name?: string; errorLabels?: string[]; code?: number; writeErrors?: unknown };
-  if (e?.writeErrors) return false;
-  if (e?.errorLabels?.includes('RetryableWriteError') || e?.errorLabels?.includes('TransientTransactionError')) return true;
-  return /MongoNetwork|MongoServerSelection|MongoTopologyClosed|MongoNotConnected|PoolCleared|MongoWaitQueueTimeout/.test(e?.name ?? '') || e?.code === 91 || e?.code === 11600;
-}
-
-/**
- * Server error codes that mean "this document is wrong": the write would fail again, so the item is
- * refused and dead-lettered. Any other per-document error (a shutdown, a failover, an interrupted
- * operation) fails the whole flush, which is held and retried: upserts by key make that safe.
- */
-const DOCUMENT_FAULT_CODES = new Set([
-  2, // BadValue
-  9, // FailedToParse
-  14, // TypeMismatch
-  52, // DollarPrefixedFieldName
-  55, // InvalidDBRef
-  56, // EmptyFieldName
-  57, // DottedFieldName
-  66, // ImmutableField
-  121, // DocumentValidationFailure
-  10334, // BSONObjectTooLarge
-  17280, // KeyTooLong
-  17419, // document too large
-]);
-
-/** Pure: is this per-document write error the document's own fault? */
-export function isDocumentFault(code: number | undefined): boolean {
-  return code !== undefined && DOCUMENT_FAULT_CODES.has(code);
-}
-
 const connections = new Map<string, Promise<Connection>>();
 
 /** The store's bookkeeping on a stored item, beside the item's own fields (see `itemSchema`). */
@@ -114,8 +86,14 @@ export function mongoConnection(url: string): Promise<Connection> {
   let conn = connections.get(url);
   if (!conn) {
     // socketTimeoutMS: a connection the server stopped answering on fails instead of hanging a flush.
-    conn = mongoose.createConnection(url, { serverSelectionTimeoutMS: 5000, connectTimeoutMS: 5000, socketTimeoutMS: 60_000, retryWrites: true }).asPromise();
-    conn.catch(() => connections.delete(url));
+    const connection = mongoose.createConnection(url, { serverSelectionTimeoutMS: 5000, connectTimeoutMS: 5000, socketTimeoutMS: 60_000, retryWrites: true });
+    conn = connection.asPromise();
+    conn.catch(() => {
+      connections.delete(url);
+      // mongoose keeps every connection it made in its list; a writer that retries its open through
+      // a long outage would grow that list by one failed connection every few seconds.
+      void connection.destroy(true).catch(() => undefined);
+    });
     connections.set(url, conn);
   }
   return conn;
@@ -127,11 +105,14 @@ export function mongoConnection(url: string): Promise<Connection> {
  * batched unordered upserts. Each item is cast by mongoose first; one that does not fit is refused
  * alone, with its reason. Each item `$set`s its fields and `lastSeenAt`, `$setOnInsert`s
  * `firstSeenAt`; an item whose content hash differs from the stored one also gets `changedAt` and
- * `changes + 1`. While MongoDB is unreachable a flush waits and retries with backoff: nothing is
- * dropped and nothing acknowledged.
+ * `changes + 1`. While MongoDB is unreachable a flush waits and retries with backoff for up to
+ * `maxHoldMs`, then fails its callers with the driver's error (which `classifySinkError` calls
+ * `unavailable`): nothing is dropped and nothing acknowledged.
  */
 export class MongoSink implements ItemSink {
   private readonly batcher: Batcher<Item>;
+  /** when this sink's flushes began to find MongoDB unavailable; undefined while it answers */
+  private unavailableSince: number | undefined;
 
   private constructor(
     private readonly models: Map<string, ItemModel>,
@@ -166,20 +147,32 @@ export class MongoSink implements ItemSink {
 
   private async flush(items: Item[]): Promise<FlushOutcome> {
     const started = Date.now();
+    // A short outage (a restart, a failover) passes within the hold, without moving any job. A store
+    // already known to be down gets one try: its jobs are better parked by the writer (BullMQ's
+    // delayed set, no worker slot, no attempt spent) than held here one batch after another.
+    const holdMs = this.unavailableSince === undefined ? (this.options.maxHoldMs ?? 30_000) : 0;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await withTimeout(this.flushOnce(items), this.options.flushTimeoutMs ?? 90_000, 'the MongoDB flush');
+        const outcome = await withTimeout(this.flushOnce(items), this.options.flushTimeoutMs ?? 90_000, 'the MongoDB flush');
+        if (this.unavailableSince !== undefined) {
+          this.options.log?.info({ mongo: redactUrl(this.url), unavailableForMs: Date.now() - this.unavailableSince }, 'MongoDB available again: batches are stored');
+          this.unavailableSince = undefined;
+        }
+        return outcome;
       } catch (err) {
         // Refusals of single documents come back in the outcome, not as errors: an error here means
-        // the store could not take the batch at all (down, restarting, failing over, buffering). Hold
-        // the batch and retry, acknowledging nothing; give up to the job's own retries only after
-        // maxHoldMs, so a lasting fault still surfaces.
-        if (Date.now() - started > (this.options.maxHoldMs ?? 10 * 60_000)) throw err;
+        // the store could not take the batch at all (down, restarting, failing over). Hold the batch
+        // and retry, acknowledging nothing; after maxHoldMs the jobs fail, and the writer tells by the
+        // error whether to park them (MongoDB unavailable) or spend one of their attempts.
+        const kind = classifySinkError(err);
+        const errInfo = { name: (err as Error).name, message: (err as Error).message };
+        if (kind === 'unavailable' && this.unavailableSince === undefined) {
+          this.unavailableSince = Date.now();
+          this.options.log?.warn({ mongo: redactUrl(this.url), err: errInfo }, 'MongoDB unavailable: holding the batch and retrying');
+        }
+        if (Date.now() - started >= holdMs) throw err;
         const wait = retryDelay(attempt, undefined, { baseMs: 250, maxMs: this.options.maxRetryDelayMs ?? 5_000 });
-        this.options.log?.warn(
-          { mongo: redactUrl(this.url), attempt, retryInMs: wait, transient: isTransientMongoError(err), err: { name: (err as Error).name, message: (err as Error).message } },
-          'MongoDB unavailable: holding the batch and retrying',
-        );
+        this.options.log?.debug({ mongo: redactUrl(this.url), attempt, retryInMs: wait, kind, err: errInfo }, 'MongoDB flush failed: retrying');
         await new Promise((r) => setTimeout(r, wait));
       }
     }

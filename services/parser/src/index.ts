@@ -24,7 +24,7 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       const page = extractPage(html, data.finalUrl, spider, { crawlId: data.crawlId, fetchedAt: data.fetchedAt });
       if (page.items.length > 0) {
         await enqueueJobs(ctx.redis, ctx.keys, ctx.queues, 'write', data.crawlId, [
-          { id: jobId('write', fingerprint), data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items }, opts: { attempts: 10, backoff: { type: 'crawlfleet' } } },
+          { id: jobId('write', fingerprint), data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items }, opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' } } },
         ]);
       }
       const { maxLinksPerPage } = spider.limits;

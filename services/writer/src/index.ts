@@ -1,7 +1,16 @@
-import { ItemsRejectedError, SinkBusyError, closeMongoConnections, mongoConnection, openSink, type ItemSink, type OpenSinkOptions } from '@crawlfleet/storage';
+import { ItemsRejectedError, SinkBusyError, closeMongoConnections, isSinkUnavailable, mongoConnection, openSink, type ItemSink, type OpenSinkOptions } from '@crawlfleet/storage';
 import { NonRetryableError } from '@crawlfleet/core';
 import { DeferError, createStageWorker, runningStage, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 import type { CrawlRecord } from '@crawlfleet/crawl';
+import { SinkOutages, outageWaitMs, sinkLabel } from './outage.js';
+
+export { MAX_OUTAGE_WAIT_MS, SinkOutages, outageWaitMs, sinkLabel } from './outage.js';
+
+/**
+ * A sink that failed to open stays failed this long: the jobs that ask for it meanwhile are parked at
+ * once instead of each starting an open of its own (each waits out the driver's 5 s server selection).
+ */
+const FAILED_OPEN_REUSE_MS = 5_000;
 
 export interface WriterOptions {
   concurrency: number;
@@ -9,9 +18,15 @@ export interface WriterOptions {
   idleCloseMs?: number;
 }
 
+interface PoolEntry {
+  key: string;
+  sink: Promise<ItemSink>;
+  timer?: NodeJS.Timeout;
+}
+
 /** The sinks this writer has open, one per crawl, closed when idle or when the writer stops. */
 class SinkPool {
-  private readonly open = new Map<string, { key: string; sink: Promise<ItemSink>; timer?: NodeJS.Timeout }>();
+  private readonly open = new Map<string, PoolEntry>();
   constructor(private readonly idleCloseMs: number, private readonly options: OpenSinkOptions) {}
 
   get(crawl: CrawlRecord): Promise<ItemSink> {
@@ -22,9 +37,14 @@ class SinkPool {
       entry = undefined;
     }
     if (!entry) {
-      entry = { key, sink: openSink(crawl.sink, crawl.spider, { ...this.options, crawlId: crawl.crawlId }) };
-      entry.sink.catch(() => this.open.delete(crawl.crawlId));
-      this.open.set(crawl.crawlId, entry);
+      const opened: PoolEntry = { key, sink: openSink(crawl.sink, crawl.spider, { ...this.options, crawlId: crawl.crawlId }) };
+      opened.sink.catch(() => {
+        const forget = setTimeout(() => {
+          if (this.open.get(crawl.crawlId) === opened) this.open.delete(crawl.crawlId);
+        }, FAILED_OPEN_REUSE_MS);
+        forget.unref();
+      });
+      this.open.set(crawl.crawlId, (entry = opened));
     }
     if (entry.timer) clearTimeout(entry.timer);
     entry.timer = setTimeout(() => void this.close(crawl.crawlId), this.idleCloseMs);
@@ -53,6 +73,11 @@ export function mongoReadiness(url: string): { name: string; check: () => Promis
 /**
  * The write stage. Many concurrent jobs share one batched flush per crawl; each job is acknowledged
  * only after the flush that holds its items succeeded.
+ *
+ * A store that is unavailable (it cannot be reached, opened or written for now; `isSinkUnavailable`)
+ * parks the job in BullMQ's delayed set with a growing wait (DeferError): no attempt is spent and no
+ * worker slot held, for as long as the outage lasts. Only a fault of the write itself (a cast, a
+ * duplicate key, an unforeseen error) spends the job's attempts and ends in the dead-letter set.
  */
 export function startWriter(ctx: FleetContext, options: WriterOptions): RunningStage {
   const sinks = new SinkPool(options.idleCloseMs ?? 30_000, {
@@ -62,13 +87,15 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
     log: ctx.log,
     batch: { maxItems: ctx.env.writeBatchSize, maxWaitMs: ctx.env.writeBatchMs, onFlush: (items, seconds) => ctx.metrics.writeBatch(items, seconds) },
   });
+  const outages = new SinkOutages(ctx.log, (unavailable) => ctx.metrics.sinksUnavailable(unavailable));
   const worker = createStageWorker(ctx, {
     stage: 'write',
     concurrency: options.concurrency,
-    defaultAttempts: 10,
-    handler: async ({ data, crawl }) => {
-      const sink = await sinks.get(crawl);
+    defaultAttempts: ctx.env.writeAttempts,
+    handler: async ({ data, crawl, deferrals }) => {
+      const label = sinkLabel(crawl.sink, ctx.env.mongoUrl);
       try {
+        const sink = await sinks.get(crawl);
         await sink.write(data.items);
       } catch (err) {
         // The store refused some of this page's items: the job goes to the dead-letter set with the
@@ -76,8 +103,14 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
         if (err instanceof ItemsRejectedError) throw new NonRetryableError(err.code, err.message, { url: data.url }, { cause: err });
         // Another writer process holds the sink's file: wait for it without spending an attempt.
         if (err instanceof SinkBusyError) throw new DeferError(err.waitMs, err.message);
+        if (isSinkUnavailable(err)) {
+          const waitMs = outageWaitMs(deferrals);
+          outages.unavailable(label, err, waitMs);
+          throw new DeferError(waitMs, `the item store is unavailable: ${(err as Error).message}`);
+        }
         throw err;
       }
+      outages.available(label);
       return { counters: { written: data.items.length } };
     },
   });
