@@ -95,8 +95,9 @@ describe('bad input gets a clear error and loses nothing', () => {
       expect(seeded.code).toBe(0);
       // Poison: a fetch job with a bad URL and depth, a parse job whose body is not gzip, a job with no crawl.
       await fetchQueue.add('fetch', { crawlId: 'poison', url: 'not a url', depth: -1 }, { jobId: 'fbad1' });
-      await parseQueue.add('parse', { crawlId: 'poison', url: `${site.url}/x`, finalUrl: `${site.url}/x`, depth: 0, status: 200, contentType: 'text/html', fetchedAt: new Date().toISOString(), body: 'not gzip' }, { jobId: 'pbad2' });
+      // pending first, as the fleet does: a parser that took the job before would find it not pending and drop it
       await redis.sadd(keys.crawl('poison').pending.parse, 'pbad2');
+      await parseQueue.add('parse', { crawlId: 'poison', url: `${site.url}/x`, finalUrl: `${site.url}/x`, depth: 0, status: 200, contentType: 'text/html', fetchedAt: new Date().toISOString(), body: 'not gzip' }, { jobId: 'pbad2' });
       await fetchQueue.add('fetch', { hello: 'world' }, { jobId: 'fbad3' });
       const waited = await runCli(['wait', '--crawl-id', 'poison', '--timeout', '60'], { env });
       expect(waited.code).toBe(0);

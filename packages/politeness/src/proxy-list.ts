@@ -28,7 +28,8 @@ export function parseProxyUrls(urls: string[], source: string, where: (index: nu
       // a password pasted unencoded (`user:p@ss/w@host`) is encoded, not refused
       url = new URL(encodeUrlCredentials(raw));
     } catch {
-      throw refuse(`not a URL: ${JSON.stringify(redactUrl(raw))}`);
+      // Not a URL, so redactUrl cannot find its credentials: hide everything up to the last '@'.
+      throw refuse(`not a URL: ${JSON.stringify(raw.includes('@') ? `***@${raw.slice(raw.lastIndexOf('@') + 1)}` : raw)}`);
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw refuse(`must be http:// or https://, got ${url.protocol}`);
     const normalised = url.href.replace(/\/$/, '');
