@@ -1,11 +1,9 @@
 // The chaos suite's site: a folder of real HTML pages (Debian's Python documentation) served on
 // loopback under several host names, which the fetchers map to 127.0.0.1 with HOST_RESOLVE. The
 // same 530 pages under 2 or 3 names make 1,060 or 1,590 distinct URLs.
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { extname, join, normalize } from 'node:path';
-import { startServer } from '../fixtures/http-server.mjs';
-
-const TYPES = { '.html': 'text/html; charset=utf-8', '.css': 'text/css', '.js': 'text/javascript', '.txt': 'text/plain' };
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { serveFolder } from '../fixtures/static-site.mjs';
 
 /** CHAOS_SITE, or the html folder of the newest python3.X-doc installed. */
 export function findSiteRoot() {
@@ -34,34 +32,8 @@ export function htmlFiles(root, sub = '') {
 }
 
 /** Serves root for any Host on one loopback port; the bodies are read once and kept. */
-export async function serveSite(root) {
-  const cache = new Map();
-  const read = (file) => {
-    if (!cache.has(file)) cache.set(file, readFileSync(file));
-    return cache.get(file);
-  };
-  return startServer((req, res) => {
-    let path;
-    try {
-      path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
-    } catch {
-      res.writeHead(400).end('bad path');
-      return;
-    }
-    let file = normalize(join(root, path));
-    if (!file.startsWith(root)) {
-      res.writeHead(403).end('forbidden');
-      return;
-    }
-    try {
-      if (statSync(file).isDirectory()) file = join(file, 'index.html');
-      const body = read(file);
-      res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': body.length });
-      res.end(body);
-    } catch {
-      res.writeHead(404, { 'content-type': 'text/html' }).end('<html><body><h1>404 Not Found</h1></body></html>');
-    }
-  });
+export function serveSite(root) {
+  return serveFolder(root, { cache: true });
 }
 
 export function hostNames(count) {
