@@ -18,7 +18,7 @@ const SCRIPT_FILES = {
   finishJob: 'finishJob-10.lua',
   delayJob: 'delayJob-5.lua',
   checkDone: 'checkDone-4.lua',
-  rewindUrl: 'rewindUrl-5.lua',
+  rewindUrl: 'rewindUrl-7.lua',
   replayDeadLetter: 'replayDeadLetter-7.lua',
   registerCrawl: 'registerCrawl-1.lua',
   acquireSlot: 'acquireSlot-v.lua',
@@ -32,17 +32,20 @@ function readLua(file: string): string {
   return text.replace(/^--!include (\S+)$/gm, (_line, name: string) => readLua(join('includes', name)));
 }
 
-/** numberOfKeys is undefined for a script with a variable number of keys. */
-const loaded = new Map<ScriptName, { lua: string; numberOfKeys: number | undefined }>();
-function script(name: ScriptName) {
-  let entry = loaded.get(name);
-  if (!entry) {
-    const file = SCRIPT_FILES[name];
+/**
+ * Every script is read when this module loads, not on first use: a process keeps running the scripts
+ * it started with when a deploy replaces the files under it (a lazy read of a renamed file failed
+ * every job of the workers that had not yet used it). numberOfKeys is undefined for a script with a
+ * variable number of keys.
+ */
+const loaded = new Map<ScriptName, { lua: string; numberOfKeys: number | undefined }>(
+  (Object.entries(SCRIPT_FILES) as [ScriptName, string][]).map(([name, file]) => {
     const fixed = /-(\d+)\.lua$/.exec(file);
-    entry = { lua: readLua(file), numberOfKeys: fixed ? Number(fixed[1]) : undefined };
-    loaded.set(name, entry);
-  }
-  return entry;
+    return [name, { lua: readLua(file), numberOfKeys: fixed ? Number(fixed[1]) : undefined }];
+  }),
+);
+function script(name: ScriptName) {
+  return loaded.get(name)!;
 }
 
 const registered = new WeakSet<Redis>();

@@ -157,7 +157,7 @@ async function rebuild(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRec
   const fp = fingerprintOfJob(id);
   const maxRebuilds = options.maxRebuilds ?? 5;
   const request = decodeRequest(await redis.hget(k.requests, fp));
-  const verdict = request ? await runScript<number>(redis, 'rewindUrl', [k.pending[stage], k.pending.fetch, k.rebuilds, k.suspects, k.urls], [id, maxRebuilds]) : -1;
+  const verdict = request ? await runScript<number>(redis, 'rewindUrl', [k.pending[stage], k.pending.fetch, k.rebuilds, k.suspects, k.urls, k.active[stage], k.delayed[stage]], [id, maxRebuilds]) : -1;
   if (verdict === 0) return true;
   if (verdict === -1 || !request) {
     const reason = request ? `its jobs were lost ${maxRebuilds} times (removed by hand, or lost with Redis)` : 'its job was lost and the URL it was for is not known';

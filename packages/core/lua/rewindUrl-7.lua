@@ -10,6 +10,7 @@
   KEYS[3] rebuilds  fingerprint -> rebuilds so far; 'r:' .. fingerprint -> the URL's state before
   KEYS[4] suspects  job id -> when first found lost
   KEYS[5] urls      fingerprint -> state
+  KEYS[6] active    KEYS[7] delayed   the lost job's stage's sets, which may still name it
   ARGV[1] the lost job's id   ARGV[2] the most rebuilds of one URL
 
   Returns 1 when the caller must (re)add the fetch job, 0 when the job is no longer pending (it
@@ -22,6 +23,8 @@ if redis.call('SISMEMBER', KEYS[1], id) == 0 then
 end
 local fp = string.sub(id, 2)
 redis.call('HDEL', KEYS[4], id)
+redis.call('SREM', KEYS[6], id)
+redis.call('SREM', KEYS[7], id)
 if redis.call('HINCRBY', KEYS[3], fp, 1) > tonumber(ARGV[2]) then return -1 end
 if KEYS[1] ~= KEYS[2] then
   redis.call('HSETNX', KEYS[3], 'r:' .. fp, redis.call('HGET', KEYS[5], fp) or 'q')
