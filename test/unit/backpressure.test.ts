@@ -1,6 +1,8 @@
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
+import { Keys } from '@crawlfleet/core';
+import { parkedJobs } from '@crawlfleet/crawl';
 import { backlogDepth, backpressureAction, watchBackpressure } from '@crawlfleet/runtime';
 import { REDIS_URL, dropPrefix, uniquePrefix, waitFor } from '../helpers/cli.js';
 
@@ -35,6 +37,35 @@ describe('backpressure', () => {
       expect(upstream.isPaused()).toBe(true);
       await downstream.remove('j2');
       await waitFor(async () => !upstream.isPaused(), 10_000, 'the upstream worker to resume');
+    } finally {
+      stop();
+      await upstream.close();
+      await downstream.close();
+      connection.disconnect();
+      await dropPrefix(prefix);
+    }
+  });
+
+  test("a paused crawl's parked jobs do not count: they wait for its resume, and must not hold back every other crawl's intake", async () => {
+    const prefix = uniquePrefix('backpressure-parked');
+    const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+    const keys = new Keys(prefix);
+    const downstream = new Queue('write', { connection, prefix: keys.queuePrefix('write') });
+    const upstream = new Worker('parse', async () => undefined, { connection: connection.duplicate(), prefix: keys.queuePrefix('parse') });
+    const stop = watchBackpressure(upstream, downstream, 4, pino({ level: 'silent' }), 50, () => parkedJobs(connection, keys, 'write'));
+    try {
+      await upstream.waitUntilReady();
+      // Six write jobs parked by a paused crawl, one waiting job of a running one.
+      await connection.multi().sadd(keys.crawlIndex(), 'paused-one', 'running-one').hset(keys.crawl('paused-one').meta, 'state', 'paused').hset(keys.crawl('running-one').meta, 'state', 'running').exec();
+      await connection.sadd(keys.crawl('paused-one').parked.write, ...Array.from({ length: 6 }, (_, i) => `w${i}`));
+      await downstream.addBulk(Array.from({ length: 6 }, (_, i) => ({ name: 'write', data: { i }, opts: { jobId: `w${i}`, delay: 24 * 3_600_000 } })));
+      await downstream.add('write', {}, { jobId: 'other' });
+      expect(await parkedJobs(connection, keys, 'write')).toBe(6);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(upstream.isPaused()).toBe(false);
+      // Resumed, its six count again (and pause the intake until they drain).
+      await connection.hset(keys.crawl('paused-one').meta, 'state', 'running');
+      await waitFor(async () => upstream.isPaused(), 10_000, 'the upstream worker to pause');
     } finally {
       stop();
       await upstream.close();

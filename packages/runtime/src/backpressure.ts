@@ -29,8 +29,10 @@ export function backpressureAction(paused: boolean, depth: number, highWater: nu
  * Bounded memory: a stage stops taking work while the queue after it holds more than `highWater`
  * jobs waiting or delayed (BACKPRESSURE_STATES), and takes work again once it has drained to half of that.
  * A fetcher watches the parse queue (PARSE_HIGH_WATER), a parser the write queue (WRITE_HIGH_WATER).
+ * `parked`: delayed jobs that do not count, those of paused crawls (parked until their resume), so a
+ * paused crawl does not hold back every other crawl's intake.
  */
-export function watchBackpressure(worker: Worker, downstream: Queue, highWater: number, log: Logger, intervalMs = 500): () => void {
+export function watchBackpressure(worker: Worker, downstream: Queue, highWater: number, log: Logger, intervalMs = 500, parked: () => Promise<number> = async () => 0): () => void {
   let paused = false;
   let busy = false;
   const timer = setInterval(async () => {
@@ -38,7 +40,7 @@ export function watchBackpressure(worker: Worker, downstream: Queue, highWater: 
     busy = true;
     try {
       const counts = await downstream.getJobCounts(...BACKPRESSURE_STATES);
-      const depth = backlogDepth(counts);
+      const depth = Math.max(0, backlogDepth(counts) - (await parked()));
       const action = backpressureAction(paused, depth, highWater);
       if (action === 'pause') {
         paused = true;

@@ -1,5 +1,5 @@
 import { RetryableError, errorMessage, jobId, type FetchJob } from '@crawlfleet/core';
-import { admitAndEnqueue, enqueueJobs } from '@crawlfleet/crawl';
+import { admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
 import { UserAgentRotation, encodeBody, fetchPage, isHtml, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, scopeVerdict } from '@crawlfleet/frontier';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, type ProxyEntry } from '@crawlfleet/politeness';
@@ -109,7 +109,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       return fetched;
     },
   });
-  const stopWatching = watchBackpressure(worker, ctx.queues.parse, ctx.env.parseHighWater, ctx.log);
+  const stopWatching = watchBackpressure(worker, ctx.queues.parse, ctx.env.parseHighWater, ctx.log, 500, () => parkedJobs(ctx.redis, ctx.keys, 'parse'));
   return runningStage('fetch', worker, () => {
     stopWatching();
     pool.stop();

@@ -1,5 +1,5 @@
 import { jobId } from '@crawlfleet/core';
-import { admitAndEnqueue, enqueueJobs } from '@crawlfleet/crawl';
+import { admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
 import { extractPage } from '@crawlfleet/extract';
 import { decodeBody, decodeHtml } from '@crawlfleet/fetch';
 import { allowedHosts, scopeVerdict } from '@crawlfleet/frontier';
@@ -38,6 +38,6 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow } };
     },
   });
-  const stopWatching = watchBackpressure(worker, ctx.queues.write, ctx.env.writeHighWater, ctx.log);
+  const stopWatching = watchBackpressure(worker, ctx.queues.write, ctx.env.writeHighWater, ctx.log, 500, () => parkedJobs(ctx.redis, ctx.keys, 'write'));
   return runningStage('parse', worker, stopWatching);
 }
