@@ -102,6 +102,7 @@ async function reconcileIds(redis: Redis, keys: Keys, queues: Queues, crawl: Cra
   const presences = await jobPresences(redis, queues, stage, jobs);
   const firstSeen = await redis.hmget(k.suspects, ...jobs);
   const cleared: string[] = [];
+  const suspected: string[] = [];
   for (let i = 0; i < jobs.length; i++) {
     const id = jobs[i]!;
     const { presence, failedReason } = presences[i]!;
@@ -112,8 +113,7 @@ async function reconcileIds(redis: Redis, keys: Keys, queues: Queues, crawl: Cra
         if (presence === 'live' && seen !== undefined) cleared.push(id);
         break;
       case 'suspect':
-        await redis.hsetnx(k.suspects, id, String(nowMs));
-        report.suspects++;
+        suspected.push(id);
         break;
       case 'rebuild':
         if (await rebuild(redis, keys, queues, crawl, stage, id, options)) report.rebuilt++;
@@ -128,6 +128,12 @@ async function reconcileIds(redis: Redis, keys: Keys, queues: Queues, crawl: Cra
     }
   }
   if (cleared.length > 0) await redis.hdel(k.suspects, ...cleared);
+  if (suspected.length > 0) {
+    const marking = redis.pipeline();
+    for (const id of suspected) marking.hsetnx(k.suspects, id, String(nowMs));
+    await marking.exec();
+    report.suspects += suspected.length;
+  }
 }
 
 /** What BullMQ holds for each id: one pipelined round trip of three reads per id. */
