@@ -18,6 +18,8 @@ export interface ProxyAgentOptions extends http.AgentOptions {
 /** What Node hands an agent's createConnection: the request's options, merged with the agent's. */
 type ConnectionOptions = http.ClientRequestArgs & { lookup?: Lookup; servername?: string; timeout?: number };
 type ConnectionCallback = (err: Error | null, socket?: Duplex) => void;
+/** What both tunnel agents (http and https) know of their proxy. */
+type Tunnel = { proxy: URL; resolveNames: boolean; keepAlive: boolean };
 
 /**
  * Pure: the authority of the CONNECT request: the vetted address, or with `resolveNames` the name
@@ -36,7 +38,7 @@ export function connectTarget(name: string, port: number, address: string | unde
  * socket does this, so each redirect hop is vetted like the first request. The errors are hpagent's
  * ("Proxy timeout", "Bad response: 407"), which isProxyFault tells from a fault of the site.
  */
-function openTunnel(proxy: URL, resolveNames: boolean, keepAlive: boolean, options: ConnectionOptions, callback: (err: Error | null, socket?: Socket) => void): void {
+function openTunnel({ proxy, resolveNames, keepAlive }: Tunnel, options: ConnectionOptions, callback: (err: Error | null, socket?: Socket) => void): void {
   const name = String(options.host ?? 'localhost').replace(/^\[|\]$/g, '');
   const port = Number(options.port);
   const connect = (address: string | undefined) => {
@@ -77,19 +79,15 @@ function openTunnel(proxy: URL, resolveNames: boolean, keepAlive: boolean, optio
 
 /** Plain http through the proxy, tunnelled like https (CONNECT), so the proxy never reads an absolute URI to resolve. */
 export class HttpTunnelAgent extends http.Agent {
-  private readonly proxy: URL;
-  private readonly resolveNames: boolean;
-  private readonly keepSocketsAlive: boolean;
+  private readonly tunnel: Tunnel;
 
   constructor({ proxy, resolveNames = false, ...options }: ProxyAgentOptions) {
     super(options);
-    this.proxy = new URL(proxy);
-    this.resolveNames = resolveNames;
-    this.keepSocketsAlive = options.keepAlive ?? false;
+    this.tunnel = { proxy: new URL(proxy), resolveNames, keepAlive: options.keepAlive ?? false };
   }
 
   override createConnection(options: ConnectionOptions, callback: ConnectionCallback): undefined {
-    openTunnel(this.proxy, this.resolveNames, this.keepSocketsAlive, options, callback);
+    openTunnel(this.tunnel, options, callback);
     return undefined;
   }
 }
@@ -99,19 +97,15 @@ export class HttpTunnelAgent extends http.Agent {
  * (Node sets `servername` from the Host header), whatever address the tunnel goes to.
  */
 export class HttpsTunnelAgent extends https.Agent {
-  private readonly proxy: URL;
-  private readonly resolveNames: boolean;
-  private readonly keepSocketsAlive: boolean;
+  private readonly tunnel: Tunnel;
 
   constructor({ proxy, resolveNames = false, ...options }: ProxyAgentOptions) {
     super(options);
-    this.proxy = new URL(proxy);
-    this.resolveNames = resolveNames;
-    this.keepSocketsAlive = options.keepAlive ?? false;
+    this.tunnel = { proxy: new URL(proxy), resolveNames, keepAlive: options.keepAlive ?? false };
   }
 
   override createConnection(options: ConnectionOptions, callback: ConnectionCallback): undefined {
-    openTunnel(this.proxy, this.resolveNames, this.keepSocketsAlive, options, (err, socket) => {
+    openTunnel(this.tunnel, options, (err, socket) => {
       if (err) return callback(err);
       callback(null, super.createConnection({ ...options, socket } as never, undefined as never) ?? undefined);
     });
