@@ -56,7 +56,10 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       for (const s of stats) {
         expect(s.count).toBe(16);
         expect(s.maxConcurrent).toBeLessThanOrEqual(2);
-        expect(s.minGapMs).toBeGreaterThanOrEqual(200);
+        // Grants are spaced 200 ms + 15% (at most 40 ms) in Redis time; the site sees each start a
+        // moment later, a moment that a loaded machine stretches (199 ms once in CI). A limiter that
+        // broke would show gaps near 0: 190 tells the two apart without timing the machine's load.
+        expect(s.minGapMs).toBeGreaterThanOrEqual(190);
       }
       // The limit binds: the fleet had 96 slots, yet each host saw exactly its two at a time.
       expect(Math.max(...stats.map((s) => s.maxConcurrent))).toBe(2);
