@@ -40,7 +40,9 @@ export function watchBackpressure(worker: Worker, downstream: Queue, highWater: 
     busy = true;
     try {
       const counts = await downstream.getJobCounts(...BACKPRESSURE_STATES);
-      const depth = Math.max(0, backlogDepth(counts) - (await parked()));
+      // Parked jobs can only lower the depth, so they are read only when it could change the decision.
+      const backlog = backlogDepth(counts);
+      const depth = backlog > highWater / 2 ? Math.max(0, backlog - (await parked())) : backlog;
       const action = backpressureAction(paused, depth, highWater);
       if (action === 'pause') {
         paused = true;

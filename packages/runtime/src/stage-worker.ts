@@ -177,6 +177,8 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     log.warn({ stage, jobId: job.id, url: job.data.url, code, reason }, 'dead-lettered a job BullMQ failed on its own');
   };
   worker.on('failed', (job, err) => {
+    // Our own dead letters end as UnrecoverableError after finishJob recorded them: nothing to add.
+    if (err instanceof UnrecoverableError) return;
     deadLetterFinalFailure(job, errorMessage(err)).catch((e: unknown) => log.warn({ stage, err: errorMessage(e) }, 'could not dead-letter a failed job; the reconciler will'));
   });
   worker.on('stalled', (jobId) => {
