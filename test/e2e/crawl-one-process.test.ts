@@ -1,8 +1,10 @@
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { Keys } from '@crawlfleet/core';
 import { readFileSync } from 'node:fs';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
-import { comparable, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, comparable, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
 
 const PRODUCT_FIELDS = ['type', 'url', 'title', 'price', 'sku', 'category', 'tags'];
 const LISTING_FIELDS = ['type', 'link', 'title', 'price'];
@@ -81,6 +83,40 @@ describe('crawlfleet crawl: every stage in one process', () => {
     expect(again.code).toBe(0);
     expect(site.requests).toHaveLength(pages);
     expect(readJsonl(out)).toHaveLength(items.length);
+  });
+
+  test('a crawl larger than its frontier window gives the same items, with never more than the window of fetch jobs in Redis', async () => {
+    const shape = siteShape(300, 20);
+    const small = await startCatalogueSite(shape);
+    const windowPrefix = uniquePrefix('window');
+    const redis = new Redis(REDIS_URL);
+    const pending = new Keys(windowPrefix).crawl('cat-window').pending.fetch;
+    let most = 0;
+    const watch = setInterval(() => {
+      redis.scard(pending).then((n) => (most = Math.max(most, n)), () => undefined);
+    }, 5);
+    try {
+      const spider = writeJson(dir, 'window.json', catalogueSpider(small.url));
+      const out = join(dir, 'window.jsonl');
+      const run = await runCli(['crawl', spider, '--crawl-id', 'cat-window', '--out', out, '--json', '--quiet', '--concurrency', '8'], { env: testEnv(windowPrefix, { FRONTIER_WINDOW: '8' }) });
+      expect(run.code).toBe(0);
+      const truth = groundTruth(small.url, shape);
+      const items = readJsonl(out);
+      expect(comparable(items.filter((i) => i.type === 'product'), PRODUCT_FIELDS)).toEqual(comparable(truth.products, PRODUCT_FIELDS));
+      expect(items).toHaveLength(truth.products.length + truth.listings.length);
+      expect(new Set(small.counts().keys())).toEqual(truth.paths);
+      expect([...small.counts().values()].every((n) => n === 1)).toBe(true);
+      const final = JSON.parse(run.stdout.trim().split('\n').pop()!);
+      expect(final).toMatchObject({ state: 'done', frontier: 0, counters: { seen: truth.paths.size, fetched: truth.paths.size, reconciled: 0 } });
+      // The window (8) and the seeding sentinel: every other URL waited in the frontier list.
+      expect(most).toBeGreaterThan(1);
+      expect(most).toBeLessThanOrEqual(9);
+    } finally {
+      clearInterval(watch);
+      redis.disconnect();
+      await small.close();
+      await dropPrefix(windowPrefix);
+    }
   });
 
   test('writes CSV with a header row, RFC 4180 quoting and arrays joined with |', async () => {

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Keys, jobId, loadEnv, urlFingerprint, validateSpider } from '@crawlfleet/core';
-import { admitUrls } from '@crawlfleet/frontier';
+import { admitUrls, frontierTake } from '@crawlfleet/frontier';
 import { createFleetContext } from '@crawlfleet/runtime';
 import { seedCrawl } from '@crawlfleet/seeder';
 import { chainSpider, startChainSite } from '../fixtures/chain-site.mjs';
@@ -72,7 +72,7 @@ describe('every pending job ends', () => {
       expect(await queue.remove(indexJob)).toBe(1);
       // A seeder that died between admission and addBulk: five URLs admitted, no job behind them.
       const extra = Array.from({ length: 5 }, (_, i) => ({ url: `${site.url}/extra/${i + 1}.html`, depth: 0, verdict: 'admit' as const }));
-      expect((await admitUrls(redis, keys, 'lost', extra, undefined)).admitted).toHaveLength(5);
+      expect((await admitUrls(redis, keys, 'lost', extra, undefined, frontierTake(2000))).taken).toHaveLength(5);
       expect(await redis.scard(keys.crawl('lost').pending.fetch)).toBe(6);
 
       startFleet(env, fleet);

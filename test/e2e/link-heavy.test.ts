@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { scriptSource } from '@crawlfleet/core';
 import { startServer } from '../fixtures/http-server.mjs';
-import { REDIS_URL, ROOT, dropPrefix, readJsonl, spawnCli, resultWithin, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, dropPrefix, readJsonl, spawnCli, resultWithin, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
 
 const LINKS = 200_000;
-const ADMIT_SHA = createHash('sha1').update(readFileSync(join(ROOT, 'packages', 'core', 'lua', 'admitUrls-4.lua'), 'utf8')).digest('hex');
+const ADMIT_SHA = createHash('sha1').update(scriptSource('admitUrls')).digest('hex');
 
 type SlowlogEntry = [number, number, number, string[]];
 
@@ -67,13 +67,13 @@ describe('a page with 200,000 links', () => {
       expect(overflowLines).toHaveLength(1);
       expect(JSON.parse(overflowLines[0]!)).toMatchObject({ links: LINKS, maxLinksPerPage: 10_000, skipped: LINKS - 10_000 });
 
-      // Each admission call carries 4 keys, maxPages and a (fingerprint, job id, verdict, request) quadruple per URL.
+      // Each admission call carries 6 keys, maxPages, the window, its batch and a (fingerprint, verdict + request) pair per URL.
       const admissions = slowlog.filter((e) => e[3][0]?.toLowerCase() === 'evalsha' && e[3][1] === ADMIT_SHA);
       const urlsPerCall = admissions.map((e) => {
         const last = e[3][e[3].length - 1]!;
         const more = /^\.\.\. \((\d+) more arguments\)$/.exec(last);
         const args = more ? e[3].length - 1 + Number(more[1]) : e[3].length;
-        return (args - 3 - 5) / 4;
+        return (args - 3 - 6 - 3) / 2;
       });
       expect(urlsPerCall.filter((n) => n > 1).sort((a, b) => b - a)).toEqual(Array(10).fill(1000));
       const slowestMs = slowlog.reduce((worst, e) => Math.max(worst, e[2] / 1000), 0);

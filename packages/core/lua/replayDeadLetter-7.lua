@@ -10,9 +10,10 @@
   ARGV[4] the URL's fetch request (JSON) when it goes back to fetch, else ''
 
   A URL fetched again does not count again for the stages it had finished (the 'r:' record that
-  finishJob-10.lua reads), so `fetched` stays one per URL. The crawl runs again if it had ended.
+  finishJob-11.lua reads), so `fetched` stays one per URL. The crawl runs again if it had ended.
   Returns 1 when replayed, 0 when the record was gone (replayed already).
 ]]
+--!include urlIndex.lua
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('HINCRBY', KEYS[2], 'failed', -1)
 redis.call('HINCRBY', KEYS[2], 'dead.' .. ARGV[2], -1)
@@ -20,7 +21,7 @@ redis.call('HINCRBY', KEYS[2], 'replayed', 1)
 local fp = string.sub(ARGV[3], 2)
 if ARGV[4] ~= '' then
   redis.call('HSET', KEYS[5], fp, ARGV[4])
-  redis.call('HSETNX', KEYS[6], 'r:' .. fp, redis.call('HGET', KEYS[7], fp) or 'q')
+  redis.call('HSETNX', KEYS[6], 'r:' .. fp, openUrlIndex(KEYS[7]).get(fp) or 'q')
 end
 redis.call('SADD', KEYS[4], ARGV[3])
 local state = redis.call('HGET', KEYS[3], 'state')

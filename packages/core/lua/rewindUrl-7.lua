@@ -3,19 +3,20 @@
   the last second of an AOF, finished without its finish being recorded). Its URL goes back to the
   fetch stage: a lost fetch job is rebuilt from the URL's request, and a lost parse or write job,
   whose page or items are gone with it, is redone from a new fetch. Stages the URL had finished
-  run again without counting again (finishJob-10.lua reads the 'r:' record).
+  run again without counting again (finishJob-11.lua reads the 'r:' record).
 
   KEYS[1] pending   the lost job's stage's pending set
   KEYS[2] pending   the fetch stage's pending set
   KEYS[3] rebuilds  fingerprint -> rebuilds so far; 'r:' .. fingerprint -> the URL's state before
   KEYS[4] suspects  job id -> when first found lost
-  KEYS[5] urls      fingerprint -> state
+  KEYS[5] urls      the seen-URL index (urlIndex.lua)
   KEYS[6] active    KEYS[7] delayed   the lost job's stage's sets, which may still name it
   ARGV[1] the lost job's id   ARGV[2] the most rebuilds of one URL
 
   Returns 1 when the caller must (re)add the fetch job, 0 when the job is no longer pending (it
   finished meanwhile), -1 when the URL was rebuilt too often already (the caller dead-letters it).
 ]]
+--!include urlIndex.lua
 local id = ARGV[1]
 if redis.call('SISMEMBER', KEYS[1], id) == 0 then
   redis.call('HDEL', KEYS[4], id)
@@ -27,7 +28,7 @@ redis.call('SREM', KEYS[6], id)
 redis.call('SREM', KEYS[7], id)
 if redis.call('HINCRBY', KEYS[3], fp, 1) > tonumber(ARGV[2]) then return -1 end
 if KEYS[1] ~= KEYS[2] then
-  redis.call('HSETNX', KEYS[3], 'r:' .. fp, redis.call('HGET', KEYS[5], fp) or 'q')
+  redis.call('HSETNX', KEYS[3], 'r:' .. fp, openUrlIndex(KEYS[5]).get(fp) or 'q')
   redis.call('SREM', KEYS[1], id)
   redis.call('SADD', KEYS[2], 'f' .. fp)
 end

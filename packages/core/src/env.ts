@@ -19,6 +19,7 @@ export const ENV_TABLE = {
   MAX_STALLED_COUNT: { default: '', doc: 'times a job may lose its worker (killed, crashed) and run again before it is dead-lettered as ERR_STALLED; default 10 for fetch and parse, 50 for write (idempotent, never a poison page)' },
   RECONCILE_INTERVAL_MS: { default: '15000', doc: 'how often one worker of the fleet checks for pending jobs that no BullMQ job carries any more' },
   RECONCILE_GRACE_MS: { default: '30000', doc: 'how long a pending job must stay without a live BullMQ job before it is rebuilt or dead-lettered' },
+  FRONTIER_WINDOW: { default: '2000', doc: 'the most fetch jobs of one crawl in BullMQ at a time; the rest wait in the crawl\'s compact frontier list (about 250 bytes a URL, where a job costs about 1 KB)' },
   PARSE_HIGH_WATER: { default: '5000', doc: 'fetchers pause while the parse queue holds more jobs than this' },
   WRITE_HIGH_WATER: { default: '5000', doc: 'parsers pause while the write queue holds more jobs than this' },
   WRITE_BATCH_SIZE: { default: '500', doc: 'a writer flushes when this many items have gathered...' },
@@ -47,6 +48,7 @@ const envSchema = z.object({
   MAX_STALLED_COUNT: z.string().regex(/^([1-9]\d*)?$/, 'must be a positive number of stalls'),
   RECONCILE_INTERVAL_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
   RECONCILE_GRACE_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
+  FRONTIER_WINDOW: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of jobs'),
   PARSE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
   WRITE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
   WRITE_BATCH_SIZE: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of items'),
@@ -75,6 +77,8 @@ export interface Env {
   maxStalledCount: number | undefined;
   reconcileIntervalMs: number;
   reconcileGraceMs: number;
+  /** FRONTIER_WINDOW: the most fetch jobs of one crawl pending at once (the lean frontier) */
+  frontierWindow: number;
   parseHighWater: number;
   writeHighWater: number;
   writeBatchSize: number;
@@ -131,6 +135,7 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     maxStalledCount: e.MAX_STALLED_COUNT === '' ? undefined : Number(e.MAX_STALLED_COUNT),
     reconcileIntervalMs: Number(e.RECONCILE_INTERVAL_MS),
     reconcileGraceMs: Number(e.RECONCILE_GRACE_MS),
+    frontierWindow: Number(e.FRONTIER_WINDOW),
     parseHighWater: Number(e.PARSE_HIGH_WATER),
     writeHighWater: Number(e.WRITE_HIGH_WATER),
     writeBatchSize: Number(e.WRITE_BATCH_SIZE),

@@ -16,8 +16,13 @@ export interface CrawlKeys {
   meta: string;
   /** hash: the status counters */
   counters: string;
-  /** hash: URL fingerprint -> admission state (see admitUrls-4.lua) */
+  /**
+   * hash: the seen-URL index, URL fingerprint -> admission state, packed as 8-byte records into
+   * URL_BUCKETS fields (lua/includes/urlIndex.lua; admitUrls-6.lua for the states)
+   */
   urls: string;
+  /** list: fingerprints of admitted URLs waiting to be taken into the fetch stage (the lean frontier) */
+  frontier: string;
   /** hash: job id -> JSON dead-letter record */
   dead: string;
   /**
@@ -54,6 +59,9 @@ export interface PoliteKeys {
   robotsLock(origin: string): string;
 }
 
+/** Fields (buckets) of the seen-URL index hash; lua/includes/urlIndex.lua must say the same. */
+export const URL_BUCKETS = 16384;
+
 export class Keys {
   constructor(readonly prefix: string) {}
 
@@ -81,6 +89,7 @@ export class Keys {
       meta: `${base}:meta`,
       counters: `${base}:counters`,
       urls: `${base}:urls`,
+      frontier: `${base}:frontier`,
       dead: `${base}:dead`,
       requests: `${base}:requests`,
       suspects: `${base}:suspects`,
@@ -124,6 +133,6 @@ export class Keys {
   /** Every key of a crawl as a flat list, for `reset`. */
   allCrawlKeys(crawlId: string): string[] {
     const k = this.crawl(crawlId);
-    return [...Object.values(this.fileIndex(crawlId)), k.meta, k.counters, k.urls, k.dead, k.requests, k.suspects, k.rebuilds, k.seeding, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s], k.parked[s]])];
+    return [...Object.values(this.fileIndex(crawlId)), k.meta, k.counters, k.urls, k.frontier, k.dead, k.requests, k.suspects, k.rebuilds, k.seeding, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s], k.parked[s]])];
   }
 }

@@ -8,16 +8,17 @@ import type { Redis } from 'ioredis';
  * `verbNoun-v.lua` for a script that takes a variable number of keys) and
  * registers them on a connection under a versioned name, so two fleet versions can share one Redis.
  */
-export const SCRIPT_VERSION = 2;
+export const SCRIPT_VERSION = 3;
 const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
 
 const SCRIPT_FILES = {
-  admitUrls: 'admitUrls-4.lua',
+  admitUrls: 'admitUrls-6.lua',
   addPending: 'addPending-4.lua',
   beginJob: 'beginJob-4.lua',
-  finishJob: 'finishJob-10.lua',
+  finishJob: 'finishJob-11.lua',
   delayJob: 'delayJob-5.lua',
-  checkDone: 'checkDone-4.lua',
+  checkDone: 'checkDone-5.lua',
+  takeFrontier: 'takeFrontier-4.lua',
   rewindUrl: 'rewindUrl-7.lua',
   replayDeadLetter: 'replayDeadLetter-7.lua',
   registerCrawl: 'registerCrawl-1.lua',
@@ -46,6 +47,11 @@ const loaded = new Map<ScriptName, { lua: string; numberOfKeys: number | undefin
 );
 function script(name: ScriptName) {
   return loaded.get(name)!;
+}
+
+/** A script's Lua as Redis runs it (includes expanded): its SHA1 names it in SLOWLOG and MONITOR. */
+export function scriptSource(name: ScriptName): string {
+  return script(name).lua;
 }
 
 const registered = new WeakSet<Redis>();

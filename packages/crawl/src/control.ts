@@ -1,7 +1,9 @@
 import type { Redis } from 'ioredis';
 import { KEEP_COMPLETED_FETCH_JOBS, STAGES, ConfigError, type Keys, type Queues, type Stage } from '@crawlfleet/core';
 import { checkDone } from './lifecycle.js';
-import { getCrawlState, type CrawlState } from './registry.js';
+import { getCrawlState, loadCrawl, type CrawlState } from './registry.js';
+import { takeFromFrontier } from './fetch-jobs.js';
+import type { FrontierTake } from '@crawlfleet/frontier';
 
 async function requireState(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlState> {
   const state = await getCrawlState(redis, keys, crawlId);
@@ -16,12 +18,15 @@ export async function pauseCrawl(redis: Redis, keys: Keys, crawlId: string): Pro
   return state === 'running' ? 'paused' : state;
 }
 
-export async function resumeCrawl(redis: Redis, keys: Keys, queues: Queues, crawlId: string): Promise<CrawlState> {
+/** Resumes a paused crawl: its parked jobs run, and its frontier feeds the fetch stage again (`take`). */
+export async function resumeCrawl(redis: Redis, keys: Keys, queues: Queues, crawlId: string, take: FrontierTake): Promise<CrawlState> {
   const state = await requireState(redis, keys, crawlId);
   if (state !== 'paused') return state;
   const k = keys.crawl(crawlId);
   await redis.hset(k.meta, 'state', 'running');
   await promoteParked(redis, keys, queues, crawlId);
+  const crawl = await loadCrawl(redis, keys, crawlId);
+  if (crawl) await takeFromFrontier(redis, keys, queues, crawlId, crawl.spider, take);
   return (await checkDone(redis, keys, crawlId)) ? 'done' : 'running';
 }
 
@@ -109,7 +114,7 @@ export async function resetCrawl(redis: Redis, keys: Keys, queues: Queues, crawl
   for (const job of await queues.fetch.getCompleted(0, KEEP_COMPLETED_FETCH_JOBS)) {
     if (job?.data?.crawlId === crawlId) await job.remove().catch(() => undefined);
   }
-  await redis.del(...keys.allCrawlKeys(crawlId));
+  await redis.unlink(...keys.allCrawlKeys(crawlId));
   await redis.srem(keys.crawlIndex(), crawlId);
   return { removedJobs };
 }

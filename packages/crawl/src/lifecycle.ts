@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { JobsOptions } from 'bullmq';
 import { STAGES, runScript, type JobByStage, type Keys, type Queues, type Stage } from '@crawlfleet/core';
+import { takenRequests, type FrontierTake, type TakenRequest } from '@crawlfleet/frontier';
 import type { CounterIncrements } from './counters.js';
 import type { CrawlState } from './registry.js';
 
@@ -22,6 +23,8 @@ export interface FinishInput {
   /** frontier update: fingerprint and its new state */
   url?: { fingerprint: string; state: string };
   dead?: DeadLetter;
+  /** a fetch job's finish makes room in the crawl's window: take URLs from the frontier into it */
+  take?: FrontierTake;
 }
 
 export interface DeadLetter {
@@ -35,19 +38,40 @@ export interface DeadLetter {
   data?: unknown;
 }
 
+export type FinishOutcome = 'already' | 'finished' | 'crawl-done';
+
 /** Returns 'already' when the job had finished before (its effects are not applied twice). */
-export async function finishJob(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string, input: FinishInput = {}): Promise<'already' | 'finished' | 'crawl-done'> {
+export async function finishJob(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string, input: FinishInput = {}): Promise<FinishOutcome> {
+  return (await finishJobTaking(redis, keys, crawlId, stage, id, input)).outcome;
+}
+
+/**
+ * finishJob, and the fetch requests its finish took from the frontier (input.take): their ids are
+ * pending, and the caller adds their jobs (enqueueFetches).
+ */
+export async function finishJobTaking(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string, input: FinishInput = {}): Promise<{ outcome: FinishOutcome; taken: TakenRequest[] }> {
   const k = keys.crawl(crawlId);
   const counterArgs: (string | number)[] = [];
   for (const [name, n] of Object.entries(input.counters ?? {})) if (n) counterArgs.push(name, n);
   if (input.dead) counterArgs.push(`dead.${stage}`, 1);
-  const result = await runScript<number>(
+  const [result, taken] = await runScript<[number, string[]]>(
     redis,
     'finishJob',
-    [k.meta, k.counters, k.urls, k.dead, k.active[stage], k.pending.fetch, k.pending.parse, k.pending.write, k.requests, k.rebuilds],
-    [id, STAGES.indexOf(stage) + 1, new Date().toISOString(), input.url?.fingerprint ?? '', input.url?.state ?? '', input.dead ? JSON.stringify(input.dead) : '', ...counterArgs],
+    [k.meta, k.counters, k.urls, k.dead, k.active[stage], k.pending.fetch, k.pending.parse, k.pending.write, k.requests, k.rebuilds, k.frontier],
+    [
+      id,
+      STAGES.indexOf(stage) + 1,
+      new Date().toISOString(),
+      input.url?.fingerprint ?? '',
+      input.url?.state ?? '',
+      input.dead ? JSON.stringify(input.dead) : '',
+      input.take?.window ?? 0,
+      input.take?.minBatch ?? 0,
+      ...counterArgs,
+    ],
   );
-  return result === 0 ? 'already' : result === 2 ? 'crawl-done' : 'finished';
+  const outcome: FinishOutcome = result === 0 ? 'already' : result === 2 ? 'crawl-done' : 'finished';
+  return { outcome, taken: takenRequests(taken) };
 }
 
 /** The job leaves the active set for the delayed one (a retry, a deferral, or parked for a pause). */
@@ -58,7 +82,7 @@ export async function delayJob(redis: Redis, keys: Keys, crawlId: string, stage:
 
 export async function checkDone(redis: Redis, keys: Keys, crawlId: string): Promise<boolean> {
   const k = keys.crawl(crawlId);
-  return (await runScript<number>(redis, 'checkDone', [k.meta, k.pending.fetch, k.pending.parse, k.pending.write], [new Date().toISOString()])) === 1;
+  return (await runScript<number>(redis, 'checkDone', [k.meta, k.pending.fetch, k.pending.parse, k.pending.write, k.frontier], [new Date().toISOString()])) === 1;
 }
 
 export interface JobToEnqueue<S extends Stage> {
@@ -76,17 +100,14 @@ export const STAGE_DONE_STATE: Record<Stage, 'd' | 'p' | 'w'> = { fetch: 'd', pa
 /**
  * Enqueues jobs of one crawl: pending first, then the queue, so completion never misses a job.
  * Deterministic job ids make a repeated enqueue a no-op while the job exists; a job whose stage the
- * URL has passed, or a dead-lettered one, is not enqueued again (addPending-4.lua). `alreadyPending` skips the first step for fetch jobs, which
- * admitUrls put in pending atomically with their admission.
+ * URL has passed, or a dead-lettered one, is not enqueued again (addPending-4.lua). Fetch jobs come
+ * from the frontier instead (admitAndEnqueue, enqueueFetches).
  */
-export async function enqueueJobs<S extends Stage>(redis: Redis, keys: Keys, queues: Queues, stage: S, crawlId: string, jobs: JobToEnqueue<S>[], alreadyPending = false): Promise<void> {
+export async function enqueueJobs<S extends Stage>(redis: Redis, keys: Keys, queues: Queues, stage: S, crawlId: string, jobs: JobToEnqueue<S>[]): Promise<void> {
   if (jobs.length === 0) return;
-  let toAdd = jobs;
-  if (!alreadyPending) {
-    const k = keys.crawl(crawlId);
-    const pending = new Set(await runScript<string[]>(redis, 'addPending', [k.pending[stage], k.dead, k.urls, k.rebuilds], [STAGE_DONE_STATE[stage], ...jobs.map((j) => j.id)]));
-    toAdd = jobs.filter((j) => pending.has(j.id));
-    if (toAdd.length === 0) return;
-  }
+  const k = keys.crawl(crawlId);
+  const pending = new Set(await runScript<string[]>(redis, 'addPending', [k.pending[stage], k.dead, k.urls, k.rebuilds], [STAGE_DONE_STATE[stage], ...jobs.map((j) => j.id)]));
+  const toAdd = jobs.filter((j) => pending.has(j.id));
+  if (toAdd.length === 0) return;
   await queues[stage].addBulk(toAdd.map((j) => ({ name: stage, data: j.data, opts: { ...j.opts, jobId: j.id } })));
 }

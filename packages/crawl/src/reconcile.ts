@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis';
-import { STAGES, fingerprintOfJob, jobId, runScript, type FetchJob, type Keys, type Logger, type Queues, type Stage } from '@crawlfleet/core';
+import { STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Logger, type Queues, type Stage } from '@crawlfleet/core';
 import { decodeRequest } from '@crawlfleet/frontier';
 import { finishJob, type DeadLetter } from './lifecycle.js';
+import { fetchJobData, fetchJobOptions } from './fetch-jobs.js';
 import type { CrawlRecord } from './registry.js';
 
 /**
@@ -179,8 +180,7 @@ async function rebuild(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRec
   // A completed or failed fetch job under this id would turn the add into a no-op.
   const existing = await queues.fetch.getJob(fetchId);
   if (existing && ((await existing.isCompleted()) || (await existing.isFailed()))) await existing.remove().catch(() => undefined);
-  const data: FetchJob = { crawlId: crawl.crawlId, url: request.url, depth: request.depth, ...(request.redirects ? { redirects: request.redirects } : {}) };
-  await queues.fetch.add('fetch', data, { jobId: fetchId, attempts: crawl.spider.retry.attempts + 1, backoff: { type: 'crawlfleet' } });
+  await queues.fetch.add('fetch', fetchJobData(crawl.crawlId, request), { ...fetchJobOptions(crawl.spider), jobId: fetchId });
   await redis.hincrby(k.counters, 'reconciled', 1);
   options.log?.warn({ crawlId: crawl.crawlId, stage, jobId: id, url: request.url }, 'reconciler: a pending job had no live job behind it; its URL is fetched again');
   return true;

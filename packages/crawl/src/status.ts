@@ -15,8 +15,13 @@ export interface CrawlStatus {
   spider: string;
   state: CrawlState;
   counters: Counters;
-  /** this crawl's jobs in each queue; `failed` counts its dead letters from that stage */
+  /**
+   * this crawl's jobs in each queue; `failed` counts its dead letters from that stage. The fetch
+   * stage's `waiting` includes the URLs still in the frontier.
+   */
   queues: Record<Stage, QueueCounts>;
+  /** URLs admitted and waiting in the frontier, not yet fetch jobs (an extension of the contract) */
+  frontier: number;
   startedAt: string;
   finishedAt: string | null;
 }
@@ -28,16 +33,18 @@ export async function getStatus(redis: Redis, keys: Keys, crawlId: string): Prom
   pipe.hmget(k.meta, 'spiderName', 'state', 'startedAt', 'finishedAt');
   pipe.hgetall(k.counters);
   for (const stage of STAGES) pipe.scard(k.pending[stage]).scard(k.active[stage]).scard(k.delayed[stage]);
+  pipe.llen(k.frontier);
   const results = (await pipe.exec()) ?? [];
   for (const [err] of results) if (err) throw err;
   const [spiderName, state, startedAt, finishedAt] = results[0]![1] as (string | null)[];
   if (!state) return undefined;
   const counterHash = results[1]![1] as Record<string, string>;
+  const frontier = Number(results[2 + STAGES.length * 3]![1]);
   const queues = {} as Record<Stage, QueueCounts>;
   STAGES.forEach((stage, i) => {
     const [pending, active, delayed] = [2, 3, 4].map((o) => Number(results[o + i * 3]![1]));
     queues[stage] = {
-      waiting: Math.max(0, pending! - active! - delayed!),
+      waiting: Math.max(0, pending! - active! - delayed!) + (stage === 'fetch' ? frontier : 0),
       active: active!,
       delayed: delayed!,
       failed: Number(counterHash[`dead.${stage}`] ?? 0),
@@ -49,6 +56,7 @@ export async function getStatus(redis: Redis, keys: Keys, crawlId: string): Prom
     state: state as CrawlState,
     counters: countersFromHash(counterHash),
     queues,
+    frontier,
     startedAt: startedAt ?? '',
     finishedAt: finishedAt ?? null,
   };

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { STAGES, errorMessage, type Stage } from '@crawlfleet/core';
-import { listCrawlIds, loadCrawl, promoteParked, reconcileCrawl } from '@crawlfleet/crawl';
+import { listCrawlIds, loadCrawl, promoteParked, reconcileCrawl, frontierTake, takeFromFrontier } from '@crawlfleet/crawl';
 import type { FleetContext } from './context.js';
 
 /**
@@ -11,7 +11,8 @@ import type { FleetContext } from './context.js';
  * - or the crawl made no progress (counters and pending sizes unchanged) for the grace period;
  * - or it has suspects to settle, or a seeding run in progress.
  * A running crawl that still has jobs parked from a pause (a resume that died half-way) gets them
- * promoted.
+ * promoted, and one whose frontier holds URLs while its window has room (no fetch job finished to
+ * take them: a fetcher died after a take) gets them taken.
  */
 export function startReconciler(ctx: FleetContext, options: { intervalMs?: number; graceMs?: number } = {}): () => void {
   const intervalMs = options.intervalMs ?? ctx.env.reconcileIntervalMs;
@@ -49,9 +50,10 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
     pipeline.hlen(k.suspects);
     pipeline.hgetall(k.counters);
     for (const stage of STAGES) pipeline.scard(k.parked[stage]);
+    pipeline.llen(k.frontier);
   }
   const results = ((await pipeline.exec()) ?? []).map((r) => r[1]);
-  const per = 1 + STAGES.length + 3 + STAGES.length;
+  const per = 1 + STAGES.length + 3 + STAGES.length + 1;
   const crawls = crawlIds.map((crawlId, i) => {
     const r = results.slice(i * per, (i + 1) * per);
     return {
@@ -62,6 +64,7 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
       suspects: Number(r[5]),
       counters: r[6] as Record<string, string>,
       parked: STAGES.reduce((n, _s, j) => n + Number(r[7 + j]), 0),
+      frontier: Number(r[10]),
     };
   });
   // Ids that no live job may carry: more pending (in running and paused crawls) than live jobs.
@@ -78,6 +81,11 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
     if (c.parked > 0) {
       const promoted = await promoteParked(redis, keys, ctx.queues, c.crawlId);
       if (promoted > 0) ctx.log.info({ crawlId: c.crawlId, promoted }, 'reconciler: promoted jobs parked by a pause of a crawl that runs again');
+    }
+    if (c.frontier > 0 && c.pending.fetch < ctx.env.frontierWindow) {
+      const crawl = await loadCrawl(redis, keys, c.crawlId);
+      const taken = crawl ? await takeFromFrontier(redis, keys, ctx.queues, c.crawlId, crawl.spider, frontierTake(ctx.env.frontierWindow)) : 0;
+      if (taken > 0) ctx.log.info({ crawlId: c.crawlId, taken }, 'reconciler: took URLs from the frontier into the fetch stage, whose window had room');
     }
     const total = STAGES.reduce((n, s) => n + c.pending[s], 0);
     if (total === 0) continue;

@@ -10,11 +10,11 @@ import {
   type JobByStage,
   type Stage,
 } from '@crawlfleet/core';
-import { STAGE_DONE_STATE, beginJob, classifyFinalFailure, deadLetterFailed, delayJob, finishJob, type CrawlRecord, type FinishInput } from '@crawlfleet/crawl';
+import { STAGE_DONE_STATE, beginJob, classifyFinalFailure, deadLetterFailed, delayJob, enqueueFetches, finishJob, finishJobTaking, frontierTake, type CrawlRecord, type FinishInput } from '@crawlfleet/crawl';
 import type { FleetContext } from './context.js';
 
 /** What a stage's handler returns: the effects to record when its job finishes. */
-export type StageResult = Omit<FinishInput, 'dead'>;
+export type StageResult = Omit<FinishInput, 'dead' | 'take'>;
 
 export interface StageHandlerInput<S extends Stage> {
   job: Job;
@@ -65,6 +65,8 @@ const PAUSED_PARK_MS = 24 * 3600_000;
 export function createStageWorker<S extends Stage>(ctx: FleetContext, options: StageWorkerOptions<S>): Worker {
   const { stage, handler } = options;
   const { redis, keys, log, metrics } = ctx;
+  // A finished fetch job makes room in its crawl's window for URLs waiting in the frontier.
+  const take = stage === 'fetch' ? frontierTake(ctx.env.frontierWindow) : undefined;
 
   const processor = async (job: Job, token?: string): Promise<void> => {
     const id = job.id!;
@@ -104,8 +106,10 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     try {
       const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts, deferrals });
       // The stage's done marker: a job of this stage for this URL is never enqueued again.
-      const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...result };
-      if ((await finishJob(redis, keys, data.crawlId, stage, id, finish)) !== 'already') metrics.count(result.counters ?? {});
+      const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...result, ...(take ? { take } : {}) };
+      const { outcome, taken } = await finishJobTaking(redis, keys, data.crawlId, stage, id, finish);
+      if (outcome !== 'already') metrics.count(result.counters ?? {});
+      await enqueueFetches(ctx.queues, data.crawlId, crawl.spider, taken);
     } catch (err) {
       if (err instanceof DelayedError) throw err;
       if (err instanceof DeferError) {
@@ -125,8 +129,9 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       // An HTTP error page is routine on real sites; anything else deserves a look.
       log[code === 'ERR_HTTP_STATUS' ? 'debug' : 'warn']({ stage, url: data.url, code, reason: errorMessage(err) }, 'dead-lettered');
       const counters = { ...extra.counters, failed: 1 };
-      const finished = await finishJob(redis, keys, data.crawlId, stage, id, {
+      const { outcome: finished, taken } = await finishJobTaking(redis, keys, data.crawlId, stage, id, {
         ...extra,
+        ...(take ? { take } : {}),
         counters,
         dead: {
           url: data.url,
@@ -142,6 +147,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
         metrics.count(counters);
         metrics.deadLetter(stage, code);
       }
+      await enqueueFetches(ctx.queues, data.crawlId, crawl.spider, taken);
       // BullMQ's own failed set keeps it too, with the reason, for Bull Board; it is not retried.
       throw deadLetterError(`${code}: ${errorMessage(err)}`);
     }

@@ -1,7 +1,7 @@
 import { RetryableError, errorMessage, jobId, type FetchJob } from '@crawlfleet/core';
 import { admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
 import { UserAgentRotation, encodeBody, fetchPage, isHtml, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
-import { allowedHosts, canonicalizeUrl, scopeVerdict } from '@crawlfleet/frontier';
+import { allowedHosts, canonicalizeUrl, frontierTake, scopeVerdict } from '@crawlfleet/frontier';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, type ProxyEntry } from '@crawlfleet/politeness';
 import { DeferError, GiveUpError, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
@@ -80,7 +80,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         if (redirects > spider.limits.maxRedirects) throw new GiveUpError('ERR_TOO_MANY_REDIRECTS', `more than ${spider.limits.maxRedirects} redirects (limits.maxRedirects), the last to ${verdict.location}`, done, { url: data.url });
         if (!target) throw new GiveUpError('ERR_HTTP_STATUS', `HTTP ${page.status} to ${verdict.location}, which is not an http(s) URL`, done, { url: data.url });
         const verdictForTarget = scopeVerdict(target, data.depth, spider, allowedHosts(spider));
-        ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects }], data.url));
+        ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects }], { referer: data.url, take: frontierTake(ctx.env.frontierWindow) }));
         ctx.log.debug({ url: data.url, status: page.status, location: target, scope: verdictForTarget }, 'redirect to another origin: its target is a new URL of the crawl');
         return { ...done, counters: { redirected: 1 } };
       }

@@ -2,7 +2,7 @@ import { jobId } from '@crawlfleet/core';
 import { admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
 import { extractPage } from '@crawlfleet/extract';
 import { decodeBody, decodeHtml } from '@crawlfleet/fetch';
-import { allowedHosts, scopeVerdict } from '@crawlfleet/frontier';
+import { allowedHosts, frontierTake, scopeVerdict } from '@crawlfleet/frontier';
 import { createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
 export interface ParserOptions {
@@ -34,7 +34,7 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       const depth = data.depth + 1;
       const allowed = allowedHosts(spider);
       const candidates = links.map((url) => ({ url, depth, verdict: scopeVerdict(url, depth, spider, allowed) }));
-      ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, data.url));
+      ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, { referer: data.url, take: frontierTake(ctx.env.frontierWindow) }));
       return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow } };
     },
   });

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { ConfigError, type SinkSpec, type Spider } from '@crawlfleet/core';
 import { SENTINEL_PREFIX, admitAndEnqueue, checkDone, finishJob, newCrawlId, registerCrawl, type AdmissionCounts } from '@crawlfleet/crawl';
 import { UserAgentRotation, collectSitemapUrls, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
-import { allowedHosts, canonicalizeUrl, hostAllowed, type Candidate } from '@crawlfleet/frontier';
+import { allowedHosts, canonicalizeUrl, frontierTake, hostAllowed, type Candidate } from '@crawlfleet/frontier';
 import type { FleetContext } from '@crawlfleet/runtime';
 
 export interface SeedOptions {
@@ -66,7 +66,7 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
   const crawlId = options.crawlId ?? newCrawlId(spider.name);
   const created = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId));
   const candidates: Candidate[] = [...urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })), ...fromSitemaps];
-  const { seen: admitted } = await whileSeeding(ctx, crawlId, () => admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates));
+  const { seen: admitted } = await whileSeeding(ctx, crawlId, () => admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates, { take: frontierTake(ctx.env.frontierWindow) }));
   await checkDone(ctx.redis, ctx.keys, crawlId);
   ctx.log.info({ crawlId, created, admitted, seeds: urls.length, fromSitemaps: fromSitemaps.length }, created ? 'crawl registered' : 'crawl resumed');
   return { crawlId, created, admitted };

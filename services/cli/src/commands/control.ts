@@ -1,4 +1,4 @@
-import { cancelCrawl, pauseCrawl, resetCrawl, resumeCrawl } from '@crawlfleet/crawl';
+import { cancelCrawl, frontierTake, pauseCrawl, resetCrawl, resumeCrawl } from '@crawlfleet/crawl';
 import { withContext } from '../context.js';
 import { envWith } from '../options.js';
 
@@ -6,13 +6,14 @@ export const CONTROL_ACTIONS = ['pause', 'resume', 'cancel', 'reset'] as const;
 export type ControlAction = (typeof CONTROL_ACTIONS)[number];
 
 export async function controlCommand(action: ControlAction, options: { crawlId: string; redis?: string }): Promise<number> {
-  const message = await withContext(envWith(options), async ({ redis, keys, queues }) => {
+  const env = envWith(options);
+  const message = await withContext(env, async ({ redis, keys, queues }) => {
     const id = options.crawlId;
     switch (action) {
       case 'pause':
         return `crawl ${id} ${await pauseCrawl(redis, keys, id)}`;
       case 'resume':
-        return `crawl ${id} ${await resumeCrawl(redis, keys, queues, id)}`;
+        return `crawl ${id} ${await resumeCrawl(redis, keys, queues, id, frontierTake(env.frontierWindow))}`;
       case 'cancel':
         return `crawl ${id} ${await cancelCrawl(redis, keys, queues, id)}`;
       case 'reset': {

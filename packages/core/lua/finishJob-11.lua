@@ -8,30 +8,38 @@
   KEYS[9] requests  fingerprint -> fetch request of a URL in flight: dropped once no stage holds the URL
   KEYS[10] rebuilds the reconciler's record of URLs it sent back to fetch ('r:' .. fingerprint -> the
                     state they had reached): a stage they had finished before does not count again
+  KEYS[11] frontier the crawl's URLs admitted and not yet taken into the fetch stage
   ARGV[1] jobId
   ARGV[2] stage index into KEYS[6..8] (1 fetch, 2 parse, 3 write)
   ARGV[3] now, ISO 8601
   ARGV[4] URL fingerprint to update in urls, or ''
   ARGV[5] its new state, or ''; a stage's done marker (d, p, w) never moves a URL backwards
   ARGV[6] dead-letter record (JSON), or ''
-  ARGV[7..] pairs: counter name, increment
+  ARGV[7] window: when > 0, a finished fetch job makes room, and URLs are taken from the frontier
+          into it (takeFrontier.lua)
+  ARGV[8] the fewest free places worth a take
+  ARGV[9..] pairs: counter name, increment
 
   A job that was never pending (a poison job enqueued by hand) still lands in the dead-letter set,
   once: its counters apply only when its record is new.
 
-  Returns 0 when the job had already finished (nothing applied), 1 when applied, 2 when applied and
-  the crawl is now done.
+  Returns {outcome, taken}: outcome 0 when the job had already finished (nothing applied), 1 when
+  applied, 2 when applied and the crawl is now done; taken, the {job id, request JSON, ...} pairs
+  taken from the frontier, for the caller to add to the fetch queue.
 ]]
 --!include markDoneIfIdle.lua
 --!include urlStates.lua
+--!include urlIndex.lua
+--!include takeFrontier.lua
+local COUNTERS_FROM = 9
 local pendingKeys = {KEYS[6], KEYS[7], KEYS[8]}
 local stagePending = pendingKeys[tonumber(ARGV[2])]
 if redis.call('SREM', stagePending, ARGV[1]) == 0 then
-  if ARGV[6] == '' or redis.call('HSETNX', KEYS[4], ARGV[1], ARGV[6]) == 0 then return 0 end
-  for i = 7, #ARGV, 2 do
+  if ARGV[6] == '' or redis.call('HSETNX', KEYS[4], ARGV[1], ARGV[6]) == 0 then return {0, {}} end
+  for i = COUNTERS_FROM, #ARGV, 2 do
     redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
   end
-  return 1
+  return {1, {}}
 end
 redis.call('SREM', KEYS[5], ARGV[1])
 local fp = string.sub(ARGV[1], 2)
@@ -43,8 +51,11 @@ if isUrlJob then
   if before and reached(before, ({'d', 'p', 'w'})[tonumber(ARGV[2])]) then countIt = false end
 end
 if ARGV[4] ~= '' then
-  local current = redis.call('HGET', KEYS[3], ARGV[4])
-  if not (STAGE_RANK[ARGV[5]] and reached(current, ARGV[5])) then redis.call('HSET', KEYS[3], ARGV[4], ARGV[5]) end
+  local index = openUrlIndex(KEYS[3])
+  if not (STAGE_RANK[ARGV[5]] and reached(index.get(ARGV[4]), ARGV[5])) then
+    index.set(ARGV[4], ARGV[5])
+    index.flush()
+  end
 end
 if isUrlJob and redis.call('SISMEMBER', KEYS[6], 'f' .. fp) == 0
     and redis.call('SISMEMBER', KEYS[7], 'p' .. fp) == 0 and redis.call('SISMEMBER', KEYS[8], 'w' .. fp) == 0 then
@@ -53,8 +64,10 @@ if isUrlJob and redis.call('SISMEMBER', KEYS[6], 'f' .. fp) == 0
 end
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[4], ARGV[1], ARGV[6]) end
 if countIt then
-  for i = 7, #ARGV, 2 do
+  for i = COUNTERS_FROM, #ARGV, 2 do
     redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
   end
 end
-return 1 + markDoneIfIdle(KEYS[1], pendingKeys, ARGV[3])
+local taken = {}
+if ARGV[2] == '1' then taken = takeFrontier(KEYS[1], KEYS[11], KEYS[6], KEYS[9], tonumber(ARGV[7]), tonumber(ARGV[8])) end
+return {1 + markDoneIfIdle(KEYS[1], pendingKeys, KEYS[11], ARGV[3]), taken}
