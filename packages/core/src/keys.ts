@@ -60,7 +60,7 @@ export interface PoliteKeys {
 }
 
 /** Fields (buckets) of the seen-URL index hash; lua/includes/urlIndex.lua must say the same. */
-export const URL_BUCKETS = 16384;
+export const URL_BUCKETS = 65536;
 
 export class Keys {
   constructor(readonly prefix: string) {}
