@@ -4,7 +4,7 @@ import { shapeLikeParse5 } from './parse5-shape.js';
 import { parseWatched } from './watched-parse.js';
 
 /**
- * `auto`: htmlparser2 (about N× cheaper) whenever it builds the same tree as parse5, else parse5;
+ * `auto`: htmlparser2 (parse+extract 1.4-1.8x cheaper on real pages) whenever it builds the same tree as parse5, else parse5;
  * `parse5`: always parse5, as cheerio does by default.
  */
 export type HtmlParser = 'auto' | 'parse5';
