@@ -1,5 +1,6 @@
 import { validateSpider } from '@crawlfleet/core';
-import { assertUrlAddressAllowed, classifyResponse, decodeBody, encodeBody, isHtml, isInlineRedirect, isPublicAddress, UserAgentRotation, DEFAULT_USER_AGENTS } from '@crawlfleet/fetch';
+import { gzipSync } from 'node:zlib';
+import { assertUrlAddressAllowed, classifyResponse, decodeBody, decodeHtml, encodeBody, isHtml, isInlineRedirect, isPublicAddress, UserAgentRotation, DEFAULT_USER_AGENTS } from '@crawlfleet/fetch';
 
 describe('SSRF guard', () => {
   test.each(['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fc00::1', '0.0.0.0', '::ffff:127.0.0.1', '100.64.0.1'])('%s is not public', (ip) => {
@@ -94,6 +95,15 @@ describe('page bodies cross Redis compressed', () => {
     expect(encoded.length).toBeLessThan(page.length / 10);
     expect(decodeBody(encoded).equals(page)).toBe(true);
     expect(() => decodeBody(encodeBody(Buffer.alloc(2_000_000)), 1_000_000)).toThrow();
+  });
+
+  test('a parse job written by an older fetcher (gzip, base64) still decodes, and so does a GBK body, byte for byte', () => {
+    const page = Buffer.from('<html>' + 'hello world '.repeat(1_000) + '</html>');
+    expect(decodeBody(gzipSync(page, { level: 6 }).toString('base64')).equals(page)).toBe(true);
+    expect(() => decodeBody(gzipSync(Buffer.alloc(2_000_000)).toString('base64'), 1_000_000)).toThrow();
+    const gbk = Buffer.from('3c7469746c653ec4e3bac3a3accac0bde73c2f7469746c653e', 'hex'); // <title>你好，世界</title> in GBK
+    expect(decodeBody(encodeBody(gbk)).equals(gbk)).toBe(true);
+    expect(decodeHtml(decodeBody(encodeBody(gbk)), 'text/html; charset=gbk')).toBe('<title>你好，世界</title>');
   });
 });
 
