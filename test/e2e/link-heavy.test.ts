@@ -79,7 +79,12 @@ describe('a page with 200,000 links', () => {
       const slowestMs = slowlog.reduce((worst, e) => Math.max(worst, e[2] / 1000), 0);
       process.stderr.write(`links: ${admissions.length} admission calls, slowest command ${slowestMs.toFixed(1)} ms, worst PING ${worstPingMs.toFixed(1)} ms over ${pings} pings\n`);
       expect(pings).toBeGreaterThan(50);
-      expect(worstPingMs).toBeLessThan(50);
+      // Redis's own time for the slowest command holds every other client up by as much: the bound
+      // that matters. A PING's round trip adds this test process's event-loop stalls, which a loaded
+      // machine stretches (124 ms seen with four test runs on two cores), so it only bounds a stall
+      // of the whole fleet (one call for all 200,000 links held Redis for seconds).
+      expect(slowestMs).toBeLessThan(50);
+      expect(worstPingMs).toBeLessThan(500);
     } finally {
       probing = false;
       await admin.config('SET', 'slowlog-log-slower-than', slowlogThreshold);
