@@ -11,11 +11,12 @@ const ROOT = new URL('..', import.meta.url).pathname;
 const CLI = join(ROOT, 'bin/crawlfleet');
 let runNumber = 0;
 
-/** The process mixes fleet-np tries: fetchers, parsers, writers. */
-export const NP_MIXES = [
-  { fetchers: 1, parsers: 1, writers: 1 },
-  { fetchers: 1, parsers: 2, writers: 1 },
-];
+/** The process mixes fleet-np tries, BENCH_NP_MIXES as fetchers:parsers:writers (default 1:1:1,1:2:1). */
+export const NP_MIXES = (process.env.BENCH_NP_MIXES ?? '1:1:1,1:2:1').split(',').map((m) => {
+  const [fetchers, parsers, writers] = m.split(':').map(Number);
+  if (!(fetchers >= 1 && parsers >= 1 && writers >= 1)) throw new Error(`BENCH_NP_MIXES: "${m}" is not fetchers:parsers:writers`);
+  return { fetchers, parsers, writers };
+});
 export const mixName = (m) => `${m.fetchers}f+${m.parsers}p+${m.writers}w`;
 
 async function baseline(kind, site, ctx) {

@@ -3,6 +3,12 @@
 // every run on a fresh crawl; then Redis bytes per URL at 10^6 URLs, then the writer benchmark.
 // Ratios to the bare loop of the same round are the figures to watch: absolute times on a shared
 // machine are noise. Progress goes to stderr; the table to stdout; everything to bench/results.json.
+//
+// Knobs (defaults): BENCH_ROUNDS (3), BENCH_CONCURRENCY (64), BENCH_SITES (multi,single,books),
+// BENCH_MODES (bare,crawlee,fleet-1p,fleet-np,fleet-np-mongo), BENCH_MONGO_SITES (multi: the sites
+// fleet-np-mongo runs on), BENCH_MEMORY (1: the 10^6-URL step), BENCH_URLS (1000000), BENCH_WRITER
+// (1: the writer benchmark, with BENCH_WRITER_ITEMS, 5000), BENCH_NP_MIXES (1:1:1,1:2:1: the
+// fetcher:parser:writer mixes fleet-np tries in round 1; the fastest runs the later rounds).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -39,10 +45,12 @@ export const roundOrder = (modes, round) => modes.map((_, i) => modes[(i + round
 
 const benchStarted = performance.now();
 const dir = mkdtempSync(join(tmpdir(), 'crawlfleet-bench-'));
-const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
-redis.on('error', (err) => progress(`redis: ${err.message} (retrying)`));
 const port = await freePort();
 const { sites, stop } = await startSites({ dir: join(dir, 'nginx'), port, concurrency: CONCURRENCY });
+// connected before a site's ground truth is walked: that parse holds the event loop for seconds
+const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+redis.on('error', (err) => progress(`redis: ${err.message} (retrying)`));
+await redis.ping();
 const ctx = {
   dir,
   redis,

@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as cheerio from 'cheerio';
+import { canonicalizeUrl } from '@crawlfleet/frontier';
 import { BOOKS_ARCHIVE, unpack } from '../test/fixtures/static-site.mjs';
 import { findSiteRoot } from '../test/chaos/site.mjs';
 
@@ -17,21 +18,8 @@ const MULTI_PER_HOST = 8;
 
 // ---- extraction shared by the baselines (crawlfleet runs the spider's rules instead) ----
 
-/** Pure: the canonical form crawlfleet's frontier uses (no fragment, no credentials, no empty query). */
-export function canonical(href, base) {
-  let u;
-  try {
-    u = new URL(href.trim(), base);
-  } catch {
-    return undefined;
-  }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') return undefined;
-  u.hash = '';
-  u.username = '';
-  u.password = '';
-  u.pathname = u.pathname.replace(/\/{2,}/g, '/');
-  return u.search === '' && u.href.endsWith('?') ? u.href.slice(0, -1) : u.href;
-}
+/** The canonical form of the frontier (no fragment, no credentials), so both crawls see the same URLs. */
+export const canonical = (href, base) => canonicalizeUrl(href.trim(), base);
 
 function baseOf($, url) {
   const href = $('base[href]').first().attr('href');
@@ -155,9 +143,16 @@ export function defineSites({ port, docsRoot, booksRoot, concurrency }) {
     site.startUrls = site.spider.startUrls;
     const one = new URL(site.startUrls[0]);
     const id = `${site.root}|${one.port}|${one.pathname}`;
-    if (!walks.has(id)) walks.set(id, groundTruth(site.root, [`http://${SINGLE_HOST}:${one.port}${one.pathname}`], site.extract));
-    const walk = walks.get(id);
-    site.truth = { pages: walk.pages * site.hosts.length, items: walk.items * site.hosts.length };
+    let truth;
+    // walked on first use: only the sites a run asks for
+    Object.defineProperty(site, 'truth', {
+      get() {
+        if (!walks.has(id)) walks.set(id, groundTruth(site.root, [`http://${SINGLE_HOST}:${one.port}${one.pathname}`], site.extract));
+        const walk = walks.get(id);
+        truth ??= { pages: walk.pages * site.hosts.length, items: walk.items * site.hosts.length };
+        return truth;
+      },
+    });
   }
   return sites;
 }

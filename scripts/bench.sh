@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # npm run bench: installs what is missing (nginx for the sites, GNU time for the per-process figures,
 # python3-doc for the documentation site), starts a private Redis and a private FerretDB, runs
-# bench/run.js (see docs/benchmarks.md for the knobs: BENCH_ROUNDS, BENCH_SITES, BENCH_MODES, ...).
+# bench/run.js (its head lists the knobs: BENCH_ROUNDS, BENCH_SITES, BENCH_MODES, ...).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
