@@ -36,7 +36,7 @@ for (const m of MODE_LIST) if (!MODES[m]) throw new Error(`BENCH_MODES: unknown 
 
 function commit() {
   const head = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
-  const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: ROOT, encoding: 'utf8' }).trim() !== '';
+  const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', '.', ':!bench/results.json'], { cwd: ROOT, encoding: 'utf8' }).trim() !== '';
   return dirty ? `${head}+uncommitted` : head;
 }
 
