@@ -1,107 +1,129 @@
-// npm run bench: crawlfleet's end-to-end crawl against a bare got+cheerio loop on the same local
-// site, side by side, alternating runs. Ratios matter here; absolute times on shared machines are noise.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// npm run bench: crawlfleet against two baselines (a bare got+cheerio loop and Crawlee's
+// CheerioCrawler) on real HTML served by a private nginx, the crawlers taking turns in each round,
+// every run on a fresh crawl; then Redis bytes per URL at 10^6 URLs, then the writer benchmark.
+// Ratios to the bare loop of the same round are the figures to watch: absolute times on a shared
+// machine are noise. Progress goes to stderr; the table to stdout; everything to bench/results.json.
+//
+// Knobs (defaults): BENCH_ROUNDS (3), BENCH_CONCURRENCY (64), BENCH_SITES (multi,single,books),
+// BENCH_MODES (bare,crawlee,fleet-1p,fleet-np,fleet-np-mongo), BENCH_MONGO_SITES (multi: the sites
+// fleet-np-mongo runs on), BENCH_MEMORY (1: the 10^6-URL step), BENCH_URLS (1000000), BENCH_WRITER
+// (1: the writer benchmark, with BENCH_WRITER_ITEMS, 5000), BENCH_NP_MIXES (1:1:1,1:2:1: the
+// fetcher:parser:writer mixes fleet-np tries in round 1; the fastest runs the later rounds).
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import got from 'got';
-import * as cheerio from 'cheerio';
-import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../test/fixtures/catalogue-site.mjs';
+import { Redis } from 'ioredis';
+import { startSites } from './sites.js';
+import { MODES, NP_MIXES, mixName } from './modes.js';
+import { benchMemory, freePort } from './memory.js';
 import { benchWriter } from './writer.js';
+import { medianFigures, perRunFigures, printTable } from './report.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const knob = (name, fallback) => process.env[name] ?? fallback;
+const ROUNDS = Number(knob('BENCH_ROUNDS', 3));
+const CONCURRENCY = Number(knob('BENCH_CONCURRENCY', 64));
+const SITES = knob('BENCH_SITES', 'multi,single,books').split(',').filter(Boolean);
+const MODE_LIST = knob('BENCH_MODES', 'bare,crawlee,fleet-1p,fleet-np,fleet-np-mongo').split(',').filter(Boolean);
+const MEMORY = knob('BENCH_MEMORY', '1') === '1';
+const URLS = Number(knob('BENCH_URLS', 1_000_000));
+/** fleet-np-mongo runs on these sites only (FerretDB is slow to write; multi-host is the one that matters) */
+const MONGO_SITES = knob('BENCH_MONGO_SITES', 'multi').split(',');
 
-/** The baseline: one process, an in-memory frontier, the same selectors, no durability. */
-async function bareLoop(site, spider) {
-  const seen = new Set([spider.startUrls[0]]);
-  const queue = [spider.startUrls[0]];
-  let items = 0;
-  let pages = 0;
-  async function worker() {
-    while (queue.length > 0) {
-      const url = queue.shift();
-      const res = await got(url, { throwHttpErrors: false, retry: { limit: 0 } });
-      pages++;
-      if (res.statusCode !== 200) continue;
-      const $ = cheerio.load(res.body);
-      const base = new URL($('base[href]').attr('href') ?? url, url).href;
-      if (/\/product\/p-\d+\.html$/.test(url) && $('td.sku').length) items++;
-      if (/\/catalogue\/page-\d+\.html$/.test(url)) items += $('article.product').length;
-      $('a.catalogue, a.category, ul.pager a, article.product h3 a').each((_, a) => {
-        const u = new URL($(a).attr('href'), base);
-        u.hash = '';
-        if (u.host !== new URL(site.url).host) return;
-        if (!seen.has(u.href)) {
-          seen.add(u.href);
-          queue.push(u.href);
-        }
-      });
-    }
-  }
-  // Workers exit when the queue is momentarily empty; restart until it stays empty.
-  while (queue.length > 0) await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  return { pages, items };
+const progress = (line) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+for (const m of MODE_LIST) if (!MODES[m]) throw new Error(`BENCH_MODES: unknown mode ${m} (use ${Object.keys(MODES).join(', ')})`);
+
+function commit() {
+  const head = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+  const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', '.', ':!bench/results.json'], { cwd: ROOT, encoding: 'utf8' }).trim() !== '';
+  return dirty ? `${head}+uncommitted` : head;
 }
 
-function crawlfleet(spiderFile, out, prefix) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(join(ROOT, 'bin/crawlfleet'), ['crawl', spiderFile, '--out', out, '--json', '--quiet', '--concurrency', String(CONCURRENCY)], {
-      env: { ...process.env, QUEUE_PREFIX: prefix, LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let stdout = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(stdout.trim().split('\n').pop())) : reject(new Error(`crawl exited ${code}`))));
-  });
-}
+/** Pure: the modes of one round, rotated so each takes each position in turn. */
+export const roundOrder = (modes, round) => modes.map((_, i) => modes[(i + round) % modes.length]);
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
-const shape = siteShape(2000, 25);
-const dir = mkdtempSync(join(tmpdir(), 'bench-'));
-const runs = { baseline: [], crawlfleet: [] };
-let expectedPages;
-for (let round = 0; round < ROUNDS; round++) {
-  for (const kind of round % 2 === 0 ? ['baseline', 'crawlfleet'] : ['crawlfleet', 'baseline']) {
-    const site = await startCatalogueSite(shape);
-    // The baseline has no per-host limit, so neither does crawlfleet here (the default is 8): the
-    // comparison is of the machinery, and the politeness round trips are still paid on every page.
-    const spider = catalogueSpider(site.url, { politeness: { concurrencyPerHost: CONCURRENCY } });
-    expectedPages = groundTruth(site.url, shape).paths.size;
-    const file = join(dir, `spider-${round}.json`);
-    writeFileSync(file, JSON.stringify(spider));
-    const started = performance.now();
-    let result;
-    if (kind === 'baseline') result = await bareLoop(site, spider);
-    else {
-      const status = await crawlfleet(file, join(dir, `items-${round}.jsonl`), `bench-${process.pid}-${round}`);
-      result = { pages: status.counters.fetched, items: status.counters.written };
-    }
-    const seconds = (performance.now() - started) / 1000;
-    await site.close();
-    if (result.pages !== expectedPages) throw new Error(`${kind} fetched ${result.pages} pages, expected ${expectedPages}`);
-    runs[kind].push({ seconds, pagesPerSecond: result.pages / seconds, items: result.items });
-    console.log(`round ${round + 1} ${kind.padEnd(10)} ${seconds.toFixed(2)} s  ${(result.pages / seconds).toFixed(0)} pages/s  ${result.items} items`);
-  }
-}
-const base = median(runs.baseline.map((r) => r.pagesPerSecond));
-const ours = median(runs.crawlfleet.map((r) => r.pagesPerSecond));
+const benchStarted = performance.now();
+const dir = mkdtempSync(join(tmpdir(), 'crawlfleet-bench-'));
+const port = await freePort();
+const { sites, stop } = await startSites({ dir: join(dir, 'nginx'), port, concurrency: CONCURRENCY });
+// connected before a site's ground truth is walked: that parse holds the event loop for seconds
+const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+redis.on('error', (err) => progress(`redis: ${err.message} (retrying)`));
+await redis.ping();
+const ctx = {
+  dir,
+  redis,
+  concurrency: CONCURRENCY,
+  mongoUrl: process.env.MONGO_URL,
+  storePid: process.env.BENCH_STORE_PID ? Number(process.env.BENCH_STORE_PID) : undefined,
+  npMix: NP_MIXES[0],
+};
 const results = {
+  commit: commit(),
   date: new Date().toISOString(),
-  machine: { node: process.version, cores: (await import('node:os')).cpus().length },
-  site: { pages: expectedPages, products: shape.products },
+  machine: { node: process.version, cores: cpus().length, loadAverageAtStart: loadavg().map((l) => Number(l.toFixed(2))) },
   concurrency: CONCURRENCY,
   rounds: ROUNDS,
-  crawl: {
-    baselinePagesPerSecond: Math.round(base),
-    crawlfleetPagesPerSecond: Math.round(ours),
-    ratio: Number((ours / base).toFixed(3)),
-    runs,
-  },
+  sites: {},
+  npMixTrial: {},
+  runs: [],
+  medians: {},
 };
-if (process.env.MONGO_URL) results.writer = await benchWriter(process.env.MONGO_URL);
+
+try {
+  for (const name of SITES) {
+    const site = sites[name];
+    if (!site) throw new Error(`BENCH_SITES: unknown site ${name} (use ${Object.keys(sites).join(', ')})`);
+    results.sites[name] = { hosts: site.hosts.length, pages: site.truth.pages, items: site.truth.items, concurrencyPerHost: site.spider.politeness.concurrencyPerHost };
+    progress(`site ${name}: ${site.hosts.length} host(s), ${site.truth.pages} pages, ${site.truth.items} items expected`);
+    const modes = MODE_LIST.filter((m) => m !== 'fleet-np-mongo' || (MONGO_SITES.includes(name) && ctx.mongoUrl));
+    if (MODE_LIST.includes('fleet-np-mongo') && !modes.includes('fleet-np-mongo') && MONGO_SITES.includes(name)) progress('fleet-np-mongo skipped: no MONGO_URL and no FerretDB');
+    ctx.npMix = NP_MIXES[0];
+    const siteRuns = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const mode of roundOrder(modes, round)) {
+        // The first round of fleet-np tries every mix; the fastest runs the later rounds (and -mongo).
+        const mixes = mode === 'fleet-np' && round === 0 ? NP_MIXES : [ctx.npMix];
+        for (const mix of mixes) {
+          const run = await MODES[mode](site, { ...ctx, npMix: mix });
+          const record = { site: name, mode, round: round + 1, ...run };
+          if (run.pages !== site.truth.pages || run.items !== site.truth.items) {
+            throw new Error(`${name} ${mode} round ${round + 1}: ${run.pages} pages and ${run.items} items, expected ${site.truth.pages} and ${site.truth.items}`);
+          }
+          siteRuns.push(record);
+          progress(`${name} round ${round + 1} ${mode}${run.mix ? ` ${run.mix}` : ''}: ${run.seconds.toFixed(1)} s, ${Math.round(run.pages / run.seconds)} pages/s, CPU ${run.processes.reduce((s, p) => s + p.cpuSeconds, 0).toFixed(1)} s`);
+        }
+        if (mode === 'fleet-np' && round === 0) {
+          const trial = siteRuns.filter((r) => r.mode === 'fleet-np' && r.round === 1);
+          for (const r of trial) results.npMixTrial[`${name} ${r.mix}`] = Math.round(r.pages / r.seconds);
+          const best = trial.reduce((a, b) => (b.pages / b.seconds > a.pages / a.seconds ? b : a));
+          ctx.npMix = NP_MIXES.find((m) => mixName(m) === best.mix);
+          // only the chosen mix's runs make the median
+          for (const r of trial) if (r !== best) r.mode = `fleet-np ${r.mix} (trial)`;
+          progress(`${name}: fleet-np mix ${best.mix} chosen`);
+        }
+      }
+    }
+    const figures = perRunFigures(siteRuns);
+    results.runs.push(...figures);
+    results.medians[name] = medianFigures(figures.filter((r) => !r.mode.endsWith('(trial)')));
+  }
+  if (MEMORY) {
+    results.memory = await benchMemory({ dir, urls: URLS, progress });
+    progress(`memory: ${JSON.stringify(results.memory)}`);
+  }
+  if (process.env.MONGO_URL && knob('BENCH_WRITER', '1') === '1') {
+    progress('writer benchmark ...');
+    results.writer = await benchWriter(process.env.MONGO_URL);
+  }
+} finally {
+  await stop();
+  redis.disconnect();
+  rmSync(dir, { recursive: true, force: true });
+}
+results.machine.loadAverageAtEnd = loadavg().map((l) => Number(l.toFixed(2)));
+results.durationSeconds = Math.round((performance.now() - benchStarted) / 1000);
 writeFileSync(join(ROOT, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
-console.log(`\ncrawlfleet ${Math.round(ours)} pages/s vs bare got+cheerio ${Math.round(base)} pages/s: ratio ${results.crawl.ratio} (median of ${ROUNDS})`);
-console.log('written to bench/results.json');
+printTable(results);
+console.log(`\ncommit ${results.commit}, ${results.rounds} rounds, concurrency ${CONCURRENCY}, ${results.durationSeconds} s in all; written to bench/results.json`);

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# npm run bench: installs what is missing, starts a private Redis, runs bench/run.js.
+# npm run bench: installs what is missing (nginx for the sites, GNU time for the per-process figures,
+# python3-doc for the documentation site), starts a private Redis and a private FerretDB, runs
+# bench/run.js (its head lists the knobs: BENCH_ROUNDS, BENCH_SITES, BENCH_MODES, ...).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
+ensure_debian_package nginx nginx
+ensure_debian_package /usr/bin/time time
+# python3-doc has no command to look for
+compgen -G '/usr/share/doc/python3*-doc/html/index.html' >/dev/null || ensure_debian_package "(python3-doc)" python3-doc
+# nginx lives in /usr/sbin, which a non-root PATH may lack
+export PATH="$PATH:/usr/sbin"
 prepare_private_run "$root"
-# The writer benchmark needs a MongoDB: MONGO_URL, or a private FerretDB for this run.
+# fleet-np-mongo and the writer benchmark need a MongoDB: MONGO_URL, or a private FerretDB for this run.
 if [ -z "${MONGO_URL:-}" ] && [ -n "${FERRETDB_BIN:-}" ]; then
   port=$(free_port)
   mkdir -p "$run_dir/ferretdb"
@@ -13,5 +21,7 @@ if [ -z "${MONGO_URL:-}" ] && [ -n "${FERRETDB_BIN:-}" ]; then
   trap 'kill $ferret_pid 2>/dev/null; stop_services; rm -rf "$run_dir"' EXIT
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
   export MONGO_URL="mongodb://127.0.0.1:$port/crawlfleet_bench"
+  # its CPU is read from /proc for the MongoDB mode's store figures
+  export BENCH_STORE_PID=$ferret_pid
 fi
 node bench/run.js

@@ -1,0 +1,146 @@
+// One run of one crawler on one site, on a fresh crawl: wall time from the first process started
+// to the crawl's end, the pages and items it reports, and every process's CPU and peak RSS.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MongoClient } from 'mongodb';
+import { extractorName } from './sites.js';
+import { runMeasured, startMeasured, cpuSecondsOf } from './processes.js';
+import { redisCost, snapshot } from './redis-stats.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const CLI = join(ROOT, 'bin/crawlfleet');
+let runNumber = 0;
+
+/** The process mixes fleet-np tries, BENCH_NP_MIXES as fetchers:parsers:writers (default 1:1:1,1:2:1). */
+export const NP_MIXES = (process.env.BENCH_NP_MIXES ?? '1:1:1,1:2:1').split(',').map((m) => {
+  const [fetchers, parsers, writers] = m.split(':').map(Number);
+  if (!(fetchers >= 1 && parsers >= 1 && writers >= 1)) throw new Error(`BENCH_NP_MIXES: "${m}" is not fetchers:parsers:writers`);
+  return { fetchers, parsers, writers };
+});
+export const mixName = (m) => `${m.fetchers}f+${m.parsers}p+${m.writers}w`;
+
+async function baseline(kind, site, ctx) {
+  const job = join(ctx.dir, `job-${kind}.json`);
+  writeFileSync(job, JSON.stringify({ startUrls: site.startUrls, extractor: extractorName(site), concurrency: ctx.concurrency, out: join(ctx.dir, `items-${kind}.jsonl`) }));
+  const started = performance.now();
+  const proc = await runMeasured(kind, process.execPath, [join(ROOT, 'bench/baseline.js'), kind, job], { env: process.env, dir: ctx.dir });
+  const seconds = (performance.now() - started) / 1000;
+  const { pages, items } = JSON.parse(proc.stdout.trim().split('\n').pop());
+  return { seconds, pages, items, processes: [proc] };
+}
+
+/** Every crawlfleet process of a run counts its Redis requests into one file (count-redis-requests.cjs). */
+function fleetEnv(ctx, prefix, extra = {}) {
+  const preload = `--require ${join(ROOT, 'bench/count-redis-requests.cjs')}`;
+  return {
+    ...process.env,
+    QUEUE_PREFIX: prefix,
+    LOG_LEVEL: 'warn',
+    METRICS_PORT: '',
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} ${preload}`.trim(),
+    BENCH_REDIS_PORT: String(ctx.redis.options.port),
+    BENCH_REDIS_REQUESTS_FILE: join(ctx.dir, `requests-${prefix}.txt`),
+    ...extra,
+  };
+}
+
+/** Pure over the file: the requests all processes of a run sent to Redis. */
+function requestsSent(env) {
+  if (!existsSync(env.BENCH_REDIS_REQUESTS_FILE)) return 0;
+  return readFileSync(env.BENCH_REDIS_REQUESTS_FILE, 'utf8').trim().split('\n').reduce((sum, line) => sum + Number(line.split(' ')[1]), 0);
+}
+
+/** Deletes every key of a run's prefix, so the next run starts from the same Redis. */
+async function dropPrefix(redis, prefix) {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}
+
+async function fleet1p(site, ctx) {
+  const prefix = `bench-${process.pid}-${++runNumber}`;
+  const spider = join(ctx.dir, `spider-${prefix}.json`);
+  writeFileSync(spider, JSON.stringify(site.spider));
+  const before = await snapshot(ctx.redis);
+  const started = performance.now();
+  const env = fleetEnv(ctx, prefix);
+  const proc = await runMeasured('crawl', CLI, ['crawl', spider, '--out', join(ctx.dir, `items-${prefix}.jsonl`), '--json', '--quiet', '--concurrency', String(ctx.concurrency)], { env, dir: ctx.dir });
+  const seconds = (performance.now() - started) / 1000;
+  const after = await snapshot(ctx.redis);
+  const status = JSON.parse(proc.stdout.trim().split('\n').pop());
+  await dropPrefix(ctx.redis, prefix);
+  const pages = status.counters.fetched;
+  return { seconds, pages, items: status.counters.written, processes: [proc], redis: redisCost(before, after, pages, requestsSent(env)) };
+}
+
+/**
+ * The stages as separate processes, as a fleet runs them: the workers and `seed` start together
+ * (start-up included, as for `crawl`), `wait` follows the seed and returns when the crawl is done;
+ * then the workers get SIGTERM and finish. With `mongo`, the writer writes to a MongoDB database
+ * of its own and the items are counted there.
+ */
+async function fleetNp(site, ctx, mix, mongo) {
+  const prefix = `bench-${process.pid}-${++runNumber}`;
+  const crawlId = `bench-${runNumber}`;
+  const spider = join(ctx.dir, `spider-${prefix}.json`);
+  writeFileSync(spider, JSON.stringify(site.spider));
+  const mongoUrl = mongo ? ctx.mongoUrl.replace(/\/[^/?]*(\?|$)/, `/bench_np_${process.pid}_${runNumber}$1`) : undefined;
+  const env = fleetEnv(ctx, prefix, mongoUrl ? { MONGO_URL: mongoUrl } : {});
+  const options = { env, dir: ctx.dir };
+  const sink = mongo ? 'mongo' : join(ctx.dir, `items-${prefix}.jsonl`);
+  const before = await snapshot(ctx.redis);
+  const storeCpuBefore = ctx.storePid ? cpuSecondsOf(ctx.storePid) : 0;
+  const started = performance.now();
+  const workers = [
+    ...Array.from({ length: mix.fetchers }, (_, i) => startMeasured(`fetcher${i + 1}`, CLI, ['worker', 'fetcher', '--concurrency', String(ctx.concurrency)], options)),
+    ...Array.from({ length: mix.parsers }, (_, i) => startMeasured(`parser${i + 1}`, CLI, ['worker', 'parser'], options)),
+    ...Array.from({ length: mix.writers }, (_, i) => startMeasured(`writer${i + 1}`, CLI, ['worker', 'writer'], options)),
+  ];
+  let seed, wait, seconds, after, storeCpu;
+  try {
+    seed = await runMeasured('seed', CLI, ['seed', spider, '--crawl-id', crawlId, '--sink', sink], options);
+    wait = await runMeasured('wait', CLI, ['wait', '--crawl-id', crawlId], options);
+    seconds = (performance.now() - started) / 1000;
+    // before the workers shut down: their goodbyes are not the crawl's cost
+    after = await snapshot(ctx.redis);
+    storeCpu = ctx.storePid ? cpuSecondsOf(ctx.storePid) - storeCpuBefore : undefined;
+  } finally {
+    for (const w of workers) w.stop();
+  }
+  const procs = await Promise.all(workers.map((w) => w.exited));
+  const bad = procs.find((p) => p.code !== 0);
+  if (bad) throw new Error(`${bad.role} exited ${bad.code}`);
+  const requests = requestsSent(env);
+  const status = JSON.parse((await runMeasured('status', CLI, ['status', '--crawl-id', crawlId, '--json'], options)).stdout);
+  await dropPrefix(ctx.redis, prefix);
+  const pages = status.counters.fetched;
+  const result = { seconds, pages, items: status.counters.written, processes: [seed, ...procs, wait], redis: redisCost(before, after, pages, requests), mix: mixName(mix) };
+  if (mongoUrl) {
+    const client = await MongoClient.connect(mongoUrl);
+    try {
+      const db = client.db();
+      const collections = await db.listCollections().toArray();
+      let stored = 0;
+      for (const c of collections) if (!c.name.startsWith('system.')) stored += await db.collection(c.name).countDocuments();
+      await db.dropDatabase();
+      result.items = stored;
+      result.storeItemsPerSecond = Math.round(stored / seconds);
+      if (storeCpu !== undefined) result.storeCpuSecondsPer1000Pages = Number(((storeCpu * 1000) / pages).toFixed(2));
+    } finally {
+      await client.close();
+    }
+  }
+  return result;
+}
+
+/** mode name -> run(site, ctx); fleet-np takes its mix from ctx.npMix. */
+export const MODES = {
+  bare: (site, ctx) => baseline('bare', site, ctx),
+  crawlee: (site, ctx) => baseline('crawlee', site, ctx),
+  'fleet-1p': fleet1p,
+  'fleet-np': (site, ctx) => fleetNp(site, ctx, ctx.npMix, false),
+  'fleet-np-mongo': (site, ctx) => fleetNp(site, ctx, ctx.npMix, true),
+};
