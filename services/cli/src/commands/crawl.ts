@@ -60,12 +60,13 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
   try {
     const { crawlId } = await seedCrawl(ctx, { spider, ...(options.crawlId ? { crawlId: options.crawlId } : {}), sink: sinkFor });
     const parsing = parseConcurrency(options.concurrency);
-    // The parser is CPU-bound: in threads of its own it takes a second core (--parser-threads 0: not).
+    // The parser is CPU-bound: in threads of its own (--parser-threads N) it takes a second core.
     let threadFailure: Error | undefined;
     if (options.parserThreads > 0) {
       const threads = await startParserThreads(options.parserThreads, { redis: options.redis, mongo: options.mongo, concurrency: concurrencyPerThread(parsing, options.parserThreads) }, ctx.log);
       threads.failed.catch((err: Error) => (threadFailure = err));
-      stages.push(threads);
+      // Closing a thread that already failed fails again: the crawl reports that failure once (onTick).
+      stages.push({ close: () => threads.close().catch((err: unknown) => { if (!threadFailure) throw err; }) });
     } else stages.push(startParser(ctx, { concurrency: parsing }));
     stages.push(startFetcher(ctx, { concurrency: options.concurrency, proxies }), startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }));
     const showProgress = !options.quiet && process.stderr.isTTY === true;
