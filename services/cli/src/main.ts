@@ -13,7 +13,7 @@ import { statusCommand } from './commands/status.js';
 import { waitCommand } from './commands/wait.js';
 import { workerCommand } from './commands/worker.js';
 import { exitCodeFor } from './exit-codes.js';
-import { positiveInt } from './options.js';
+import { nonNegativeInt, positiveInt } from './options.js';
 
 // A crash is reported as Node would report it (stack, exit 1), but with every URL's credentials
 // redacted: an error from a client library may quote the URL it was given.
@@ -50,6 +50,7 @@ program
   .option('--concurrency <n>', 'fetches in flight', positiveInt('--concurrency'), 16)
   .option('--max-pages <n>', 'stop admitting URLs after N pages', positiveInt('--max-pages'))
   .option('--proxies <file>', 'proxy URLs, one per line (default: PROXY_LIST)')
+  .option('--parser-threads <n>', 'worker threads that parse pages (default 0: parse in the main thread)', nonNegativeInt('--parser-threads'), 0)
   .option('--json', 'print the final status object as the last line of stdout')
   .option('--quiet', 'no live progress')
   .action(run((spider: string, opts: Parameters<typeof crawlCommand>[1]) => crawlCommand(spider, opts)));

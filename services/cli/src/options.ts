@@ -8,6 +8,13 @@ export function positiveInt(name: string) {
   };
 }
 
+export function nonNegativeInt(name: string) {
+  return (value: string): number => {
+    if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number (0 or more)`);
+    return Number(value);
+  };
+}
+
 /** The environment, with `--redis URL` and `--mongo URL` taking precedence over REDIS_URL and MONGO_URL. */
 export function envWith(overrides: { redis?: string | undefined; mongo?: string | undefined }): Env {
   return loadEnv({

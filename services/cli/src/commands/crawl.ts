@@ -11,6 +11,7 @@ import { envWith } from '../options.js';
 import { RateMeter, progressLine } from '../progress.js';
 import { waitForEnd } from '../wait-for-end.js';
 import { fullStatus } from '../full-status.js';
+import { concurrencyPerThread, parseConcurrency, startParserThreads } from '../parser-threads.js';
 
 export interface CrawlOptions {
   crawlId?: string;
@@ -20,6 +21,8 @@ export interface CrawlOptions {
   concurrency: number;
   maxPages?: number;
   proxies?: string;
+  /** parser worker threads; 0 parses in the main thread */
+  parserThreads: number;
   json?: boolean;
   quiet?: boolean;
 }
@@ -43,26 +46,37 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
   sinkFor('check');
   const proxies = loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList });
   const ctx = await createFleetContext({ env, name: 'crawl' });
-  const stages: RunningStage[] = [];
+  const stages: Pick<RunningStage, 'close'>[] = [];
   const stopReconciler = startReconciler(ctx);
   const stopAll = async () => {
     stopReconciler();
-    await Promise.all(stages.map((s) => s.close()));
+    // Every stage gets to finish its in-flight jobs even when one of them (a crashed thread) cannot.
+    const closed = await Promise.allSettled(stages.map((s) => s.close()));
     await ctx.close();
+    const failure = closed.find((c): c is PromiseRejectedResult => c.status === 'rejected');
+    if (failure) throw failure.reason;
   };
   onShutdownSignal(ctx.log, stopAll, () => EXIT.interrupted);
   try {
     const { crawlId } = await seedCrawl(ctx, { spider, ...(options.crawlId ? { crawlId: options.crawlId } : {}), sink: sinkFor });
-    stages.push(
-      startFetcher(ctx, { concurrency: options.concurrency, proxies }),
-      startParser(ctx, { concurrency: Math.max(2, Math.ceil(options.concurrency / 4)) }),
-      startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }),
-    );
+    const parsing = parseConcurrency(options.concurrency);
+    // The parser is CPU-bound: in threads of its own (--parser-threads N) it takes a second core.
+    let threadFailure: Error | undefined;
+    if (options.parserThreads > 0) {
+      const threads = await startParserThreads(options.parserThreads, { redis: options.redis, mongo: options.mongo, concurrency: concurrencyPerThread(parsing, options.parserThreads) }, ctx.log);
+      threads.failed.catch((err: Error) => (threadFailure = err));
+      // Closing a thread that already failed fails again: the crawl reports that failure once (onTick).
+      stages.push({ close: () => threads.close().catch((err: unknown) => { if (!threadFailure) throw err; }) });
+    } else stages.push(startParser(ctx, { concurrency: parsing }));
+    stages.push(startFetcher(ctx, { concurrency: options.concurrency, proxies }), startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }));
     const showProgress = !options.quiet && process.stderr.isTTY === true;
     const meter = new RateMeter();
     let lastDraw = 0;
     const state = await waitForEnd(ctx.redis, ctx.keys, crawlId, {
       onTick: async () => {
+        // A parser thread that died ends the crawl: nothing is lost (its jobs run again), and a
+        // restart loop would hide the bug or the page that keeps killing it.
+        if (threadFailure) throw new ExitError(EXIT.failure, `${threadFailure.message}; the crawl stopped: run it again with --crawl-id ${crawlId} to resume`);
         if (!showProgress || Date.now() - lastDraw < 1000) return;
         lastDraw = Date.now();
         const status = await getStatus(ctx.redis, ctx.keys, crawlId);
