@@ -24,7 +24,8 @@ describe('crawlfleet crawl: the parse stage in worker threads', () => {
   test.each([
     { name: '--parser-threads 1', threads: 1, ids: [1] },
     { name: '--parser-threads 2', threads: 2, ids: [1, 2] },
-    { name: 'by default', threads: undefined, ids: [] },
+    { name: '--parser-threads 0', threads: 0, ids: [] },
+    { name: 'by default', threads: undefined, ids: [1] },
   ])('$name: parser threads $ids, exactly the ground truth', async ({ threads, ids }) => {
     const crawlId = `pt-${threads ?? 'default'}`;
     const spider = writeJson(dir, `${crawlId}.json`, catalogueSpider(site.url));

@@ -50,7 +50,7 @@ program
   .option('--concurrency <n>', 'fetches in flight', positiveInt('--concurrency'), 16)
   .option('--max-pages <n>', 'stop admitting URLs after N pages', positiveInt('--max-pages'))
   .option('--proxies <file>', 'proxy URLs, one per line (default: PROXY_LIST)')
-  .option('--parser-threads <n>', 'worker threads that parse pages (default 0: parse in the main thread)', nonNegativeInt('--parser-threads'), 0)
+  .option('--parser-threads <n>', 'worker threads that parse pages (default 1; 0 parses in the main thread)', nonNegativeInt('--parser-threads'), 1)
   .option('--json', 'print the final status object as the last line of stdout')
   .option('--quiet', 'no live progress')
   .action(run((spider: string, opts: Parameters<typeof crawlCommand>[1]) => crawlCommand(spider, opts)));
