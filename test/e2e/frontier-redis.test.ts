@@ -1,5 +1,7 @@
 import { Redis } from 'ioredis';
-import { Keys, URL_BUCKETS, runScript } from '@crawlfleet/core';
+import { Registry } from 'prom-client';
+import { Keys, URL_BUCKETS, closeQueues, createQueues, runScript } from '@crawlfleet/core';
+import { frontierOf, registerQueueGauges } from '@crawlfleet/monitoring';
 import { admitUrls, frontierTake } from '@crawlfleet/frontier';
 import { finishJobTaking } from '@crawlfleet/crawl';
 import { REDIS_URL, dropPrefix, uniquePrefix } from '../helpers/cli.js';
@@ -102,5 +104,26 @@ describe('the frontier on real Redis', () => {
     const again = await admitUrls(redis, keys, 'packed', urls.slice(0, 1000), undefined, TAKE);
     expect(again.admitted).toEqual([]);
     expect(await redis.hget(k.counters, 'seen')).toBe('10000');
+  });
+
+  test("the fetch backlog that autoscaling reads counts the URLs waiting in running crawls' frontiers, not a paused crawl's", async () => {
+    const redis = clients[0]!;
+    const urls = (name: string, n: number) => Array.from({ length: n }, (_, i) => ({ url: `http://h.test/${name}-${i}`, depth: 0, verdict: 'admit' as const }));
+    await redis.hset(keys.crawl('backlog-running').meta, 'state', 'running');
+    await redis.hset(keys.crawl('backlog-paused').meta, 'state', 'paused');
+    await redis.sadd(keys.crawlIndex(), 'backlog-running', 'backlog-paused');
+    // A window of 0 takes nothing: every URL stays in the frontier.
+    await admitUrls(redis, keys, 'backlog-running', urls('r', 30), undefined, { window: 0, minBatch: 1 });
+    await admitUrls(redis, keys, 'backlog-paused', urls('p', 12), undefined, { window: 0, minBatch: 1 });
+    const queues = createQueues(redis, keys);
+    try {
+      const registry = new Registry();
+      registerQueueGauges(registry, queues, frontierOf(redis, keys));
+      const text = await registry.getSingleMetricAsString('crawlfleet_queue_backlog');
+      expect(text).toContain('crawlfleet_queue_backlog{queue="fetch"} 30');
+      expect(text).toContain('crawlfleet_queue_backlog{queue="parse"} 0');
+    } finally {
+      await closeQueues(queues);
+    }
   });
 });

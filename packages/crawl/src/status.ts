@@ -62,6 +62,21 @@ export async function getStatus(redis: Redis, keys: Keys, crawlId: string): Prom
   };
 }
 
+/**
+ * URLs waiting in the frontiers of the running crawls, fleet-wide (one pipelined round trip): the
+ * fetch backlog beyond the jobs in BullMQ, which hold only each crawl's window.
+ */
+export async function frontierBacklog(redis: Redis, keys: Keys): Promise<number> {
+  const ids = await redis.smembers(keys.crawlIndex());
+  if (ids.length === 0) return 0;
+  const pipeline = redis.pipeline();
+  for (const id of ids) pipeline.hget(keys.crawl(id).meta, 'state').llen(keys.crawl(id).frontier);
+  const results = ((await pipeline.exec()) ?? []).map((r) => r[1]);
+  let total = 0;
+  for (let i = 0; i < ids.length; i++) if (results[2 * i] === 'running') total += Number(results[2 * i + 1]);
+  return total;
+}
+
 /** The dead-letter set of a crawl: job id -> record. */
 export async function getDeadLetters(redis: Redis, keys: Keys, crawlId: string): Promise<Record<string, import('./lifecycle.js').DeadLetter>> {
   const raw = await redis.hgetall(keys.crawl(crawlId).dead);

@@ -1,7 +1,10 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Redis } from 'ioredis';
 import type { Keys, Queues, Stage } from '@crawlfleet/core';
-import { COUNTER_NAMES, getStatus, listCrawlIds } from '@crawlfleet/crawl';
+import { COUNTER_NAMES, frontierBacklog, getStatus, listCrawlIds } from '@crawlfleet/crawl';
+
+/** The fetch backlog's frontier part, for registerQueueGauges. */
+export const frontierOf = (redis: Redis, keys: Keys) => () => frontierBacklog(redis, keys);
 
 const JOB_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed', 'completed'] as const;
 /** What autoscaling reads: every job of the queue that is not finished (delayed ones included). */
@@ -9,9 +12,11 @@ const BACKLOG_STATES = ['waiting', 'active', 'delayed', 'prioritized'] as const;
 
 /**
  * Per queue and state, read from BullMQ at each scrape; and each queue's backlog, the metric
- * autoscaling uses (a KEDA Redis-list scaler would see the wait list only, not delayed jobs).
+ * autoscaling uses (a KEDA Redis-list scaler would see the wait list only, not delayed jobs). The
+ * fetch backlog adds the URLs waiting in the running crawls' frontiers (`frontier`): BullMQ holds
+ * only a window of each crawl's URLs, and fetchers must scale on all of them.
  */
-export function registerQueueGauges(registry: Registry, queues: Partial<Queues>): void {
+export function registerQueueGauges(registry: Registry, queues: Partial<Queues>, frontier?: () => Promise<number>): void {
   const list = Object.entries(queues) as [Stage, Queues[Stage]][];
   new Gauge({
     name: 'crawlfleet_queue_jobs',
@@ -27,13 +32,14 @@ export function registerQueueGauges(registry: Registry, queues: Partial<Queues>)
   });
   new Gauge({
     name: 'crawlfleet_queue_backlog',
-    help: 'jobs of the queue not finished yet: waiting, active, delayed and prioritized',
+    help: 'jobs of the queue not finished yet: waiting, active, delayed and prioritized; for fetch, also the URLs waiting in running crawls\' frontiers',
     labelNames: ['queue'],
     registers: [registry],
     async collect() {
       for (const [stage, queue] of list) {
         const counts = await queue.getJobCounts(...BACKLOG_STATES);
-        this.set({ queue: stage }, BACKLOG_STATES.reduce((n, s) => n + (counts[s] ?? 0), 0));
+        const waitingInFrontier = stage === 'fetch' && frontier ? await frontier() : 0;
+        this.set({ queue: stage }, BACKLOG_STATES.reduce((n, s) => n + (counts[s] ?? 0), waitingInFrontier));
       }
     },
   });

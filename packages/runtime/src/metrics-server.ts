@@ -1,4 +1,4 @@
-import { registerQueueGauges, startMetricsServer, type MetricsServer, type ReadinessCheck } from '@crawlfleet/monitoring';
+import { frontierOf, registerQueueGauges, startMetricsServer, type MetricsServer, type ReadinessCheck } from '@crawlfleet/monitoring';
 import type { Stage } from '@crawlfleet/core';
 import type { FleetContext } from './context.js';
 
@@ -9,7 +9,7 @@ import type { FleetContext } from './context.js';
 export async function serveMetrics(ctx: FleetContext, stages: readonly Stage[], checks: ReadinessCheck[] = []): Promise<MetricsServer | undefined> {
   const { metricsPort, metricsHost, livenessStallMs } = ctx.env;
   if (metricsPort === undefined) return undefined;
-  registerQueueGauges(ctx.metrics.registry, Object.fromEntries(stages.map((s) => [s, ctx.queues[s]])));
+  registerQueueGauges(ctx.metrics.registry, Object.fromEntries(stages.map((s) => [s, ctx.queues[s]])), frontierOf(ctx.redis, ctx.keys));
   return startMetricsServer({
     host: metricsHost,
     port: metricsPort,

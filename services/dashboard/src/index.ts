@@ -5,7 +5,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import { STAGES } from '@crawlfleet/core';
 import { getStatus, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
-import { healthHandler, listenOn, registerCrawlGauges, registerProxyGauges, registerQueueGauges, stopServer } from '@crawlfleet/monitoring';
+import { frontierOf, healthHandler, listenOn, registerCrawlGauges, registerProxyGauges, registerQueueGauges, stopServer } from '@crawlfleet/monitoring';
 import { proxyView, readProxyHealth } from '@crawlfleet/politeness';
 import type { FleetContext } from '@crawlfleet/runtime';
 import { authorized, dashboardAccess } from './access.js';
@@ -32,7 +32,7 @@ export interface RunningDashboard {
 export async function startDashboard(ctx: FleetContext, options: DashboardOptions): Promise<RunningDashboard> {
   const credentials = dashboardAccess(options.host, ctx.env.dashboardUser, ctx.env.dashboardPassword);
   const { registry } = ctx.metrics;
-  registerQueueGauges(registry, ctx.queues);
+  registerQueueGauges(registry, ctx.queues, frontierOf(ctx.redis, ctx.keys));
   registerCrawlGauges(registry, ctx.redis, ctx.keys);
   registerProxyGauges(registry, async () => {
     const now = Date.now();
