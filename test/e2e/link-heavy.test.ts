@@ -84,10 +84,11 @@ describe('a page with 200,000 links', () => {
       process.stderr.write(`links: ${admissions.length} admission calls, slowest command ${slowestMs.toFixed(1)} ms, worst PING ${worstPingMs.toFixed(1)} ms over ${pings} pings\n`);
       expect(pings).toBeGreaterThan(50);
       // Redis's own time for the slowest command holds every other client up by as much: the bound
-      // that matters. A PING's round trip adds this test process's event-loop stalls, which a loaded
-      // machine stretches (124 ms seen with four test runs on two cores), so it only bounds a stall
-      // of the whole fleet (one call for all 200,000 links held Redis for seconds).
-      expect(slowestMs).toBeLessThan(50);
+      // that matters. It is 12-30 ms for 1,000 URLs; a Redis that loses its core to other processes
+      // mid-command stretches it (57 ms seen with a benchmark and two test runs on two cores). A
+      // PING's round trip adds this test process's event-loop stalls too (124 ms seen), so both
+      // bound what the chunking prevents: one call for all 200,000 links held Redis for seconds.
+      expect(slowestMs).toBeLessThan(100);
       expect(worstPingMs).toBeLessThan(500);
     } finally {
       probing = false;

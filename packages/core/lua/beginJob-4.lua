@@ -7,8 +7,9 @@
   KEYS[4] delayed   the stage's delayed set
   ARGV[1] jobId
 
-  Returns {state, spiderVersion}. state is the crawl's state, or 'unknown' when the crawl does not
-  exist (reset), or 'finished' when this job already finished (a re-run after a crash).
+  Returns {state, spiderVersion, startedAt}. state is the crawl's state, or 'unknown' when the crawl
+  does not exist (reset), or 'finished' when this job already finished (a re-run after a crash).
+  startedAt tells a crawl registered again after a reset from the one before it.
 ]]
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {'unknown', ''} end
@@ -20,4 +21,5 @@ elseif state ~= 'paused' then
   -- a cancelled or ended crawl: the worker drops the job, which is parked no more
   redis.call('SREM', KEYS[4], ARGV[1])
 end
-return {state, redis.call('HGET', KEYS[1], 'version') or ''}
+local version, startedAt = unpack(redis.call('HMGET', KEYS[1], 'version', 'startedAt'))
+return {state, version or '', startedAt or ''}

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { runScript, type FetchJob, type Keys, type Queues, type Spider } from '@crawlfleet/core';
 import { admitUrls, takenRequests, uniqueCandidates, type Candidate, type FetchRequest, type FrontierTake, type TakenRequest } from '@crawlfleet/frontier';
 import type { JobsOptions } from 'bullmq';
+import type { SettledUrls } from './settled-urls.js';
 
 export { frontierTake } from '@crawlfleet/frontier';
 
@@ -40,13 +41,23 @@ export async function enqueueFetches(queues: Queues, crawlId: string, spider: Sp
  * frontier into the fetch stage. URLs beyond the crawl's window wait in the frontier until
  * finished fetch jobs make room (finishJob-11.lua) or the reconciler takes them.
  */
-export async function admitAndEnqueue(redis: Redis, keys: Keys, queues: Queues, crawlId: string, spider: Spider, candidates: Candidate[], options: { take: FrontierTake; referer?: string }): Promise<AdmissionCounts> {
-  const unique = uniqueCandidates(candidates);
+export async function admitAndEnqueue(
+  redis: Redis,
+  keys: Keys,
+  queues: Queues,
+  crawlId: string,
+  spider: Spider,
+  candidates: Candidate[],
+  options: { take: FrontierTake; referer?: string; settled?: { urls: SettledUrls; scope: string } },
+): Promise<AdmissionCounts> {
+  const settled = options.settled;
+  const unique = settled ? settled.urls.unsettled(settled.scope, uniqueCandidates(candidates)) : uniqueCandidates(candidates);
   const counts = { seen: 0, skipped: 0 };
   const referer = options.referer;
   const admitChunk = async (start: number) => {
     const chunk = unique.slice(start, start + ADMIT_CHUNK).map((c) => (referer ? { ...c, referer } : c));
     const { admitted, taken, skipped } = await admitUrls(redis, keys, crawlId, chunk, spider.maxPages, options.take);
+    settled?.urls.settle(settled.scope, chunk);
     const again = admitted.filter((a) => !a.isNew).map((a) => ({ jobId: a.jobId, request: { url: a.url, depth: a.depth, ...(a.redirects ? { redirects: a.redirects } : {}), ...(referer ? { referer } : {}) } }));
     await enqueueFetches(queues, crawlId, spider, [...again, ...taken]);
     counts.seen += admitted.filter((a) => a.isNew).length;

@@ -4,5 +4,6 @@ export * from './lifecycle.js';
 export * from './control.js';
 export * from './status.js';
 export * from './fetch-jobs.js';
+export * from './settled-urls.js';
 export * from './reconcile.js';
 export * from './replay.js';

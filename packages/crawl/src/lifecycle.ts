@@ -10,12 +10,12 @@ import type { CrawlState } from './registry.js';
  * its stage's pending set before the job is enqueued, and leaves it only when its output is durably
  * enqueued or written (finishJob). The crawl is done when all three pending sets are empty.
  */
-export type BeginResult = { state: CrawlState | 'unknown' | 'finished'; version: string };
+export type BeginResult = { state: CrawlState | 'unknown' | 'finished'; version: string; startedAt: string };
 
 export async function beginJob(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string): Promise<BeginResult> {
   const k = keys.crawl(crawlId);
-  const [state, version] = await runScript<[string, string]>(redis, 'beginJob', [k.meta, k.pending[stage], k.active[stage], k.delayed[stage]], [id]);
-  return { state: state as BeginResult['state'], version };
+  const [state, version, startedAt] = await runScript<[string, string, string]>(redis, 'beginJob', [k.meta, k.pending[stage], k.active[stage], k.delayed[stage]], [id]);
+  return { state: state as BeginResult['state'], version, startedAt: startedAt ?? '' };
 }
 
 export interface FinishInput {

@@ -26,6 +26,8 @@ export interface StageHandlerInput<S extends Stage> {
   isLastAttempt: boolean;
   /** how many times this job has been parked before (DeferError, a paused crawl) */
   deferrals: number;
+  /** this run of the crawl: its id and registration time (a crawl reset and seeded again is another) */
+  incarnation: string;
 }
 
 export type StageHandler<S extends Stage> = (input: StageHandlerInput<S>) => Promise<StageResult>;
@@ -104,7 +106,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     // Every start of a job counts in attemptsStarted; only failures count in attemptsMade.
     const deferrals = Math.max(0, (job.attemptsStarted ?? 1) - job.attemptsMade - 1);
     try {
-      const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts, deferrals });
+      const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts, deferrals, incarnation: `${data.crawlId}@${begun.startedAt}` });
       // The stage's done marker: a job of this stage for this URL is never enqueued again.
       const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...result, ...(take ? { take } : {}) };
       const { outcome, taken } = await finishJobTaking(redis, keys, data.crawlId, stage, id, finish);

@@ -1,5 +1,5 @@
 import { jobId } from '@crawlfleet/core';
-import { admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
+import { SettledUrls, admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
 import { extractPage } from '@crawlfleet/extract';
 import { decodeBody, decodeHtml } from '@crawlfleet/fetch';
 import { allowedHosts, frontierTake, scopeVerdict } from '@crawlfleet/frontier';
@@ -14,11 +14,13 @@ export interface ParserOptions {
  * writers and then new links to the frontier, so a page's items never wait on its links.
  */
 export function startParser(ctx: FleetContext, options: ParserOptions): RunningStage {
+  // Links this parser saw settled in a crawl's frontier are not offered to Redis again.
+  const settledUrls = new SettledUrls();
   const worker = createStageWorker(ctx, {
     stage: 'parse',
     concurrency: options.concurrency,
     defaultAttempts: 3,
-    handler: async ({ data, crawl, fingerprint }) => {
+    handler: async ({ data, crawl, fingerprint, incarnation }) => {
       const { spider } = crawl;
       const html = decodeHtml(decodeBody(data.body, spider.limits.maxResponseBytes), data.contentType);
       const page = extractPage(html, data.finalUrl, spider, { crawlId: data.crawlId, fetchedAt: data.fetchedAt });
@@ -34,7 +36,7 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       const depth = data.depth + 1;
       const allowed = allowedHosts(spider);
       const candidates = links.map((url) => ({ url, depth, verdict: scopeVerdict(url, depth, spider, allowed) }));
-      ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, { referer: data.url, take: frontierTake(ctx.env.frontierWindow) }));
+      ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, { referer: data.url, take: frontierTake(ctx.env.frontierWindow), settled: { urls: settledUrls, scope: incarnation } }));
       return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow } };
     },
   });
