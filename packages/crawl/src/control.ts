@@ -3,6 +3,7 @@ import { KEEP_COMPLETED_FETCH_JOBS, STAGES, ConfigError, type Keys, type Queues,
 import { checkDone } from './lifecycle.js';
 import { getCrawlState, loadCrawl, type CrawlState } from './registry.js';
 import { takeFromFrontier } from './fetch-jobs.js';
+import { sumOverCrawls } from './status.js';
 import type { FrontierTake } from '@crawlfleet/frontier';
 
 async function requireState(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlState> {
@@ -55,15 +56,8 @@ export async function promoteParked(redis: Redis, keys: Keys, queues: Queues, cr
 }
 
 /** How many jobs of a stage the paused crawls have parked (one round trip for every crawl). */
-export async function parkedJobs(redis: Redis, keys: Keys, stage: Stage): Promise<number> {
-  const ids = await redis.smembers(keys.crawlIndex());
-  if (ids.length === 0) return 0;
-  const pipeline = redis.pipeline();
-  for (const id of ids) pipeline.hget(keys.crawl(id).meta, 'state').scard(keys.crawl(id).parked[stage]);
-  const results = ((await pipeline.exec()) ?? []).map((r) => r[1]);
-  let total = 0;
-  for (let i = 0; i < ids.length; i++) if (results[2 * i] === 'paused') total += Number(results[2 * i + 1]);
-  return total;
+export function parkedJobs(redis: Redis, keys: Keys, stage: Stage): Promise<number> {
+  return sumOverCrawls(redis, keys, 'paused', (k) => ['scard', k.parked[stage]]);
 }
 
 /** The crawl's waiting jobs (retries, waits for a host or proxy, a pause) run now. */

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { STAGES, type Keys, type Stage } from '@crawlfleet/core';
+import { STAGES, type CrawlKeys, type Keys, type Stage } from '@crawlfleet/core';
 import { countersFromHash, type Counters } from './counters.js';
 import type { CrawlState } from './registry.js';
 
@@ -66,14 +66,25 @@ export async function getStatus(redis: Redis, keys: Keys, crawlId: string): Prom
  * URLs waiting in the frontiers of the running crawls, fleet-wide (one pipelined round trip): the
  * fetch backlog beyond the jobs in BullMQ, which hold only each crawl's window.
  */
-export async function frontierBacklog(redis: Redis, keys: Keys): Promise<number> {
+export function frontierBacklog(redis: Redis, keys: Keys): Promise<number> {
+  return sumOverCrawls(redis, keys, 'running', (k) => ['llen', k.frontier]);
+}
+
+/**
+ * A count summed over every registered crawl in `state`, fleet-wide, in one pipelined round trip:
+ * `count` names the command (and key) that gives one crawl's count.
+ */
+export async function sumOverCrawls(redis: Redis, keys: Keys, state: CrawlState, count: (k: CrawlKeys) => ['llen' | 'scard', string]): Promise<number> {
   const ids = await redis.smembers(keys.crawlIndex());
   if (ids.length === 0) return 0;
   const pipeline = redis.pipeline();
-  for (const id of ids) pipeline.hget(keys.crawl(id).meta, 'state').llen(keys.crawl(id).frontier);
+  for (const id of ids) {
+    const [command, key] = count(keys.crawl(id));
+    pipeline.hget(keys.crawl(id).meta, 'state')[command](key);
+  }
   const results = ((await pipeline.exec()) ?? []).map((r) => r[1]);
   let total = 0;
-  for (let i = 0; i < ids.length; i++) if (results[2 * i] === 'running') total += Number(results[2 * i + 1]);
+  for (let i = 0; i < ids.length; i++) if (results[2 * i] === state) total += Number(results[2 * i + 1]);
   return total;
 }
 

@@ -15,8 +15,9 @@ local function takeFrontier(metaKey, frontierKey, pendingFetch, requestsKey, win
   for i, fp in ipairs(fps) do
     -- A URL without its request was finished some other way (a replay, a reset); it is not fetched.
     if bodies[i] then
-      ids[#ids + 1] = 'f' .. fp
-      out[#out + 1] = 'f' .. fp
+      local id = 'f' .. fp
+      ids[#ids + 1] = id
+      out[#out + 1] = id
       out[#out + 1] = bodies[i]
     end
   end

@@ -2,13 +2,12 @@
 -- admitUrls-6.lua), packed so that a seen URL costs about 10 bytes of Redis at 10^6 URLs, where a
 -- hash field per URL costs 90.
 --
--- The index is one hash of up to URL_BUCKETS fields. The 32-hex-digit fingerprint picks a field by
+-- The index is one hash of up to 65,536 fields (URL_BUCKETS in keys.ts). The fingerprint picks a field by
 -- its first 4 digits, and the next 7 bytes of it are the record's tag: a field's value is a string of
 -- 8-byte records, tag then state letter. 72 bits of fingerprint tell URLs apart (two URLs of a crawl
 -- of 10^6 share a record with odds of about 1 in 10^10). A script reads the fields it needs in one
 -- HMGET, changes them in Lua, and writes them back in one HSET, which sizes each value exactly.
 -- A lookup reads its whole field: 8 bytes times URLs / 65,536 (120 bytes at 10^6 URLs, 1.2 KB at 10^7).
-local URL_BUCKETS = 65536
 local URL_RECORD = 8
 
 local sub, char = string.sub, string.char
