@@ -11,4 +11,7 @@ export * from './scripts.js';
 export * from './retry-delay.js';
 export * from './spider/schema.js';
 export * from './spider/load.js';
+export * from './spider/code.js';
+export * from './spider/module.js';
+export * from './spider/definition.js';
 export * from './sink-spec.js';

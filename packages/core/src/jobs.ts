@@ -4,6 +4,10 @@ import { CRAWL_ID_PATTERN, type Stage } from './keys.js';
 /** Job payloads of the three queues. A job that fails its schema is poison: dead-lettered, never run. */
 const crawlId = z.string().regex(CRAWL_ID_PATTERN, 'not a valid crawl id');
 
+/** The longest link metadata a code spider may attach: it travels in the frontier and in two jobs. */
+export const MAX_LINK_META_BYTES = 4096;
+const linkMeta = z.record(z.string(), z.unknown()).refine((m) => JSON.stringify(m).length <= MAX_LINK_META_BYTES, `at most ${MAX_LINK_META_BYTES} bytes of JSON`);
+
 export const fetchJobSchema = z.strictObject({
   crawlId,
   url: z.url({ protocol: /^https?$/ }),
@@ -13,6 +17,8 @@ export const fetchJobSchema = z.strictObject({
   redirects: z.int().min(1).max(50).optional(),
   /** proxies this URL was blocked through: its retries go through others */
   avoidProxies: z.array(z.string().regex(/^[0-9a-f]{12}$/)).max(64).optional(),
+  /** what the code spider's link to this URL carried, for its hooks */
+  meta: linkMeta.optional(),
 });
 
 export const parseJobSchema = z.strictObject({
@@ -23,8 +29,11 @@ export const parseJobSchema = z.strictObject({
   status: z.int().min(100).max(599),
   contentType: z.string(),
   fetchedAt: z.iso.datetime(),
-  /** the response body, gzip-compressed, base64 */
+  /** the response body, compressed (body-codec), base64 */
   body: z.string(),
+  /** a code spider's page: the response headers and the link's metadata, for its parse hook */
+  headers: z.record(z.string(), z.string()).optional(),
+  meta: linkMeta.optional(),
 });
 
 export const itemSchema = z.record(z.string(), z.unknown());

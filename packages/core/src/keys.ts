@@ -36,6 +36,8 @@ export interface CrawlKeys {
   rebuilds: string;
   /** hash: seeding run id -> when its sentinel lapses unless renewed (ms); see seeder */
   seeding: string;
+  /** hash: why items were dropped as invalid -> how many, a sample of at most MAX_INVALID_REASONS reasons */
+  invalidReasons: string;
   /** sets, per stage: job ids enqueued and not yet finished / taken by a worker / waiting for a retry */
   pending: Record<Stage, string>;
   active: Record<Stage, string>;
@@ -95,6 +97,7 @@ export class Keys {
       suspects: `${base}:suspects`,
       rebuilds: `${base}:rebuilds`,
       seeding: `${base}:seeding`,
+      invalidReasons: `${base}:invalid-reasons`,
       pending: perStage('pending'),
       active: perStage('active'),
       delayed: perStage('delayed'),
@@ -133,6 +136,6 @@ export class Keys {
   /** Every key of a crawl as a flat list, for `reset`. */
   allCrawlKeys(crawlId: string): string[] {
     const k = this.crawl(crawlId);
-    return [...Object.values(this.fileIndex(crawlId)), k.meta, k.counters, k.urls, k.frontier, k.dead, k.requests, k.suspects, k.rebuilds, k.seeding, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s], k.parked[s]])];
+    return [...Object.values(this.fileIndex(crawlId)), k.meta, k.counters, k.urls, k.frontier, k.dead, k.requests, k.suspects, k.rebuilds, k.seeding, k.invalidReasons, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s], k.parked[s]])];
   }
 }

@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
  * `verbNoun-v.lua` for a script that takes a variable number of keys) and
  * registers them on a connection under a versioned name, so two fleet versions can share one Redis.
  */
-export const SCRIPT_VERSION = 3;
+export const SCRIPT_VERSION = 4;
 const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
 
 const SCRIPT_FILES = {
@@ -22,6 +22,7 @@ const SCRIPT_FILES = {
   rewindUrl: 'rewindUrl-7.lua',
   replayDeadLetter: 'replayDeadLetter-7.lua',
   registerCrawl: 'registerCrawl-1.lua',
+  noteInvalid: 'noteInvalid-1.lua',
   acquireSlot: 'acquireSlot-v.lua',
   releaseSlot: 'releaseSlot-v.lua',
 } as const;

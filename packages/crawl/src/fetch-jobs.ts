@@ -18,7 +18,7 @@ export type AdmissionCounts = { seen: number; skipped: number };
 
 /** Pure: a fetch job's payload from the request the frontier kept. */
 export function fetchJobData(crawlId: string, r: FetchRequest): FetchJob {
-  return { crawlId, url: r.url, depth: r.depth, ...(r.referer ? { referer: r.referer } : {}), ...(r.redirects ? { redirects: r.redirects } : {}) };
+  return { crawlId, url: r.url, depth: r.depth, ...(r.referer ? { referer: r.referer } : {}), ...(r.redirects ? { redirects: r.redirects } : {}), ...(r.meta ? { meta: r.meta } : {}) };
 }
 
 /** A fetch job's options: the spider's retries, crawlfleet's backoff. */
@@ -58,7 +58,7 @@ export async function admitAndEnqueue(
     const chunk = unique.slice(start, start + ADMIT_CHUNK).map((c) => (referer ? { ...c, referer } : c));
     const { admitted, taken, skipped } = await admitUrls(redis, keys, crawlId, chunk, spider.maxPages, options.take);
     settled?.urls.settle(settled.scope, chunk);
-    const again = admitted.filter((a) => !a.isNew).map((a) => ({ jobId: a.jobId, request: { url: a.url, depth: a.depth, ...(a.redirects ? { redirects: a.redirects } : {}), ...(referer ? { referer } : {}) } }));
+    const again = admitted.filter((a) => !a.isNew).map((a) => ({ jobId: a.jobId, request: { url: a.url, depth: a.depth, ...(a.redirects ? { redirects: a.redirects } : {}), ...(referer ? { referer } : {}), ...(a.meta ? { meta: a.meta } : {}) } }));
     await enqueueFetches(queues, crawlId, spider, [...again, ...taken]);
     counts.seen += admitted.filter((a) => a.isNew).length;
     counts.skipped += skipped;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { CRAWL_ID_PATTERN, ConfigError, runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider } from '@crawlfleet/core';
+import { CRAWL_ID_PATTERN, ConfigError, runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider, type SpiderModuleRef } from '@crawlfleet/core';
 
 export const CRAWL_STATES = ['running', 'paused', 'done', 'failed', 'cancelled'] as const;
 export type CrawlState = (typeof CRAWL_STATES)[number];
@@ -8,6 +8,8 @@ export type CrawlState = (typeof CRAWL_STATES)[number];
 export interface CrawlRecord {
   crawlId: string;
   spider: Spider;
+  /** a code spider's module: every fetcher and parser loads it from this path and checks its hash */
+  module?: SpiderModuleRef;
   version: string;
   sink: SinkSpec;
   state: CrawlState;
@@ -27,21 +29,24 @@ export function assertCrawlId(id: string): string {
   return id;
 }
 
-export function spiderVersion(spider: Spider): string {
-  return createHash('sha1').update(JSON.stringify(spider)).digest('hex').slice(0, 12);
+export function spiderVersion(spider: Spider, module?: SpiderModuleRef): string {
+  const hash = createHash('sha1').update(JSON.stringify(spider));
+  if (module) hash.update('\0').update(JSON.stringify(module));
+  return hash.digest('hex').slice(0, 12);
 }
 
 /**
  * Stores the crawl (or resumes it, taking the new spider and sink). Returns whether it is new.
  * The sink is stored without credentials: writers take them from their own environment.
  */
-export async function registerCrawl(redis: Redis, keys: Keys, crawlId: string, spider: Spider, sink: SinkSpec): Promise<boolean> {
+export async function registerCrawl(redis: Redis, keys: Keys, crawlId: string, spider: Spider, sink: SinkSpec, module?: SpiderModuleRef): Promise<boolean> {
   const created = await runScript<number>(redis, 'registerCrawl', [keys.crawl(crawlId).meta], [
     JSON.stringify(spider),
-    spiderVersion(spider),
+    spiderVersion(spider, module),
     JSON.stringify(storableSinkSpec(sink)),
     new Date().toISOString(),
     spider.name,
+    module ? JSON.stringify({ path: module.path, hash: module.hash }) : '',
   ]);
   await redis.sadd(keys.crawlIndex(), crawlId);
   return created === 1;
@@ -61,6 +66,7 @@ export async function loadCrawl(redis: Redis, keys: Keys, crawlId: string): Prom
   return {
     crawlId,
     spider: validateSpider(JSON.parse(meta.spider), `crawl ${crawlId}`),
+    ...(meta.module ? { module: JSON.parse(meta.module) as SpiderModuleRef } : {}),
     version: meta.version ?? '',
     sink: JSON.parse(meta.sink ?? '{"kind":"mongo"}') as SinkSpec,
     state: meta.state as CrawlState,

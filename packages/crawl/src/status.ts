@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { STAGES, type CrawlKeys, type Keys, type Stage } from '@crawlfleet/core';
+import { STAGES, runScript, type CrawlKeys, type Keys, type Stage } from '@crawlfleet/core';
 import { countersFromHash, type Counters } from './counters.js';
 import type { CrawlState } from './registry.js';
 
@@ -22,6 +22,10 @@ export interface CrawlStatus {
   queues: Record<Stage, QueueCounts>;
   /** URLs admitted and waiting in the frontier, not yet fetch jobs (an extension of the contract) */
   frontier: number;
+  /** a code spider's module: its path and the hash of its source (an extension of the contract) */
+  spiderModule?: { path: string; hash: string };
+  /** a sample of why items were counted invalid, most frequent first (an extension of the contract) */
+  invalidReasons?: Array<{ reason: string; count: number }>;
   startedAt: string;
   finishedAt: string | null;
 }
@@ -30,13 +34,14 @@ export interface CrawlStatus {
 export async function getStatus(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlStatus | undefined> {
   const k = keys.crawl(crawlId);
   const pipe = redis.pipeline();
-  pipe.hmget(k.meta, 'spiderName', 'state', 'startedAt', 'finishedAt');
+  pipe.hmget(k.meta, 'spiderName', 'state', 'startedAt', 'finishedAt', 'module');
   pipe.hgetall(k.counters);
   for (const stage of STAGES) pipe.scard(k.pending[stage]).scard(k.active[stage]).scard(k.delayed[stage]);
   pipe.llen(k.frontier);
+  pipe.hgetall(k.invalidReasons);
   const results = (await pipe.exec()) ?? [];
   for (const [err] of results) if (err) throw err;
-  const [spiderName, state, startedAt, finishedAt] = results[0]![1] as (string | null)[];
+  const [spiderName, state, startedAt, finishedAt, module] = results[0]![1] as (string | null)[];
   if (!state) return undefined;
   const counterHash = results[1]![1] as Record<string, string>;
   const frontier = Number(results[2 + STAGES.length * 3]![1]);
@@ -57,9 +62,27 @@ export async function getStatus(redis: Redis, keys: Keys, crawlId: string): Prom
     counters: countersFromHash(counterHash),
     queues,
     frontier,
+    ...(module ? { spiderModule: JSON.parse(module) as { path: string; hash: string } } : {}),
+    ...invalidReasonsOf(results[3 + STAGES.length * 3]![1] as Record<string, string>),
     startedAt: startedAt ?? '',
     finishedAt: finishedAt ?? null,
   };
+}
+
+/** Pure: the invalid-reasons hash as a list, most frequent first; nothing when there are none. */
+function invalidReasonsOf(hash: Record<string, string>): Pick<CrawlStatus, 'invalidReasons'> {
+  const entries = Object.entries(hash);
+  if (entries.length === 0) return {};
+  return { invalidReasons: entries.map(([reason, count]) => ({ reason, count: Number(count) })).sort((a, b) => b.count - a.count || a.reason.localeCompare(b.reason)) };
+}
+
+/** Reasons kept per crawl: a sample for the author, not a log. */
+export const MAX_INVALID_REASONS = 20;
+
+/** Counts why items of a crawl were dropped, keeping at most MAX_INVALID_REASONS distinct reasons (noteInvalid-1.lua). */
+export async function noteInvalidReasons(redis: Redis, keys: Keys, crawlId: string, reasons: readonly string[]): Promise<void> {
+  if (reasons.length === 0) return;
+  await runScript(redis, 'noteInvalid', [keys.crawl(crawlId).invalidReasons], [MAX_INVALID_REASONS, ...reasons]);
 }
 
 /**

@@ -40,6 +40,15 @@ export interface FetchOptions {
    * followed is returned as the response, for the caller to handle
    */
   followRedirect?: (from: URL, to: URL) => boolean;
+  /** a code spider's request hook: method, extra headers (over the defaults) and body */
+  request?: HttpRequestShape;
+}
+
+/** What a request hook changes in one request (see request-hook.ts). */
+export interface HttpRequestShape {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'HEAD';
+  headers: Record<string, string>;
+  body?: string;
 }
 
 function findForbidden(err: unknown): ForbiddenAddressError | undefined {
@@ -62,7 +71,9 @@ export async function fetchPage(url: string, spider: FetchSettings, options: Fet
   assertUrlAddressAllowed(new URL(url), policy);
   const started = performance.now();
   let tooLarge = false;
+  const shape = options.request;
   const request = got(url, {
+    ...(shape ? { method: shape.method, ...(shape.body !== undefined ? { body: shape.body } : {}) } : {}),
     responseType: 'buffer',
     throwHttpErrors: false,
     retry: { limit: 0 },
@@ -91,6 +102,7 @@ export async function fetchPage(url: string, spider: FetchSettings, options: Fet
       'user-agent': options.userAgent,
       accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8',
       'accept-language': 'en-US,en;q=0.8',
+      ...shape?.headers,
     },
     hooks: {
       beforeRedirect: [(next) => assertUrlAddressAllowed(next.url as URL, policy)],

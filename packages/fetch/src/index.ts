@@ -10,3 +10,4 @@ export * from './classify.js';
 export * from './http-client.js';
 export * from './sitemap.js';
 export * from './proxy-agent.js';
+export * from './request-hook.js';

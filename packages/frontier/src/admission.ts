@@ -10,12 +10,15 @@ export interface Candidate {
   redirects?: number;
   /** the page the URL was found on */
   referer?: string;
+  /** what a code spider's link carries to the hooks of the page it leads to */
+  meta?: Record<string, unknown>;
 }
 
 export interface Admitted {
   url: string;
   depth: number;
   redirects?: number;
+  meta?: Record<string, unknown>;
   jobId: string;
   /** true when first admitted now; false when admitted before and still unfinished */
   isNew: boolean;
@@ -57,6 +60,7 @@ export interface FetchRequest {
   depth: number;
   redirects?: number;
   referer?: string;
+  meta?: Record<string, unknown>;
 }
 
 /**
@@ -75,19 +79,20 @@ export function frontierTake(window: number): FrontierTake {
 
 /**
  * Pure: what the frontier keeps of a URL in flight, to make or rebuild its fetch job (u url, d
- * depth, x redirects, r referer).
+ * depth, x redirects, r referer, m a code spider's link metadata).
  */
 export function encodeRequest(c: FetchRequest): string {
-  return JSON.stringify({ u: c.url, d: c.depth, ...(c.redirects ? { x: c.redirects } : {}), ...(c.referer ? { r: c.referer } : {}) });
+  return JSON.stringify({ u: c.url, d: c.depth, ...(c.redirects ? { x: c.redirects } : {}), ...(c.referer ? { r: c.referer } : {}), ...(c.meta ? { m: c.meta } : {}) });
 }
 
 /** Pure: the inverse of encodeRequest; undefined for a value that is not one. */
 export function decodeRequest(text: string | null | undefined): FetchRequest | undefined {
   if (!text) return undefined;
   try {
-    const r = JSON.parse(text) as { u?: unknown; d?: unknown; x?: unknown; r?: unknown };
+    const r = JSON.parse(text) as { u?: unknown; d?: unknown; x?: unknown; r?: unknown; m?: unknown };
     if (typeof r.u !== 'string' || typeof r.d !== 'number') return undefined;
-    return { url: r.u, depth: r.d, ...(typeof r.x === 'number' ? { redirects: r.x } : {}), ...(typeof r.r === 'string' ? { referer: r.r } : {}) };
+    const meta = typeof r.m === 'object' && r.m !== null && !Array.isArray(r.m) ? { meta: r.m as Record<string, unknown> } : {};
+    return { url: r.u, depth: r.d, ...(typeof r.x === 'number' ? { redirects: r.x } : {}), ...(typeof r.r === 'string' ? { referer: r.r } : {}), ...meta };
   } catch {
     return undefined;
   }
@@ -124,7 +129,7 @@ export async function admitUrls(redis: Redis, keys: Keys, crawlId: string, candi
   const out: Admitted[] = [];
   list.forEach((c, i) => {
     const code = codes[i];
-    if (code === 1 || code === 2) out.push({ url: c.url, depth: c.depth, ...(c.redirects ? { redirects: c.redirects } : {}), jobId: ids[i]!, isNew: code === 1 });
+    if (code === 1 || code === 2) out.push({ url: c.url, depth: c.depth, ...(c.redirects ? { redirects: c.redirects } : {}), ...(c.meta ? { meta: c.meta } : {}), jobId: ids[i]!, isNew: code === 1 });
   });
   return { admitted: out, taken: takenRequests(taken), skipped };
 }

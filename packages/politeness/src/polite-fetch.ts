@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { parseRetryAfter, type Keys, type Logger, type Spider } from '@crawlfleet/core';
-import { classifyResponse, fetchPage, headerValue, isInlineRedirect, type FetchResult, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
+import { classifyResponse, fetchPage, headerValue, isInlineRedirect, type FetchResult, type HttpRequestShape, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
 import { hostPolicy, jitterFactor, nextThrottleDelay } from './host-policy.js';
 import { Limiter, type ProxyOutcome } from './limiter.js';
 import { orderProxies } from './proxy-health.js';
@@ -21,6 +21,8 @@ export interface PoliteFetchInput {
   userAgent: string;
   /** the crawl: its deferred requests queue in a line of their own (acquireSlot-v.lua) */
   crawlId?: string;
+  /** what a code spider's request hook asked for (never applied to robots.txt) */
+  request?: HttpRequestShape;
 }
 
 export type PoliteFetchOutcome =
@@ -128,7 +130,7 @@ export class PoliteFetcher {
         // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
         ...(robotsOrigin
           ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES }
-          : { followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true) }),
+          : { followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true), ...(input.request ? { request: input.request } : {}) }),
       });
     } catch (err) {
       error = err;

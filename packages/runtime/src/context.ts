@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { Keys, closeQueues, connectRedis, createLogger, createQueues, loadEnv, type Env, type Logger, type Queues } from '@crawlfleet/core';
+import { Keys, SpiderModules, closeQueues, connectRedis, createLogger, createQueues, loadEnv, type Env, type Logger, type Queues } from '@crawlfleet/core';
 import { CrawlCache } from '@crawlfleet/crawl';
 import { FleetMetrics } from '@crawlfleet/monitoring';
 
@@ -11,6 +11,8 @@ export interface FleetContext {
   keys: Keys;
   queues: Queues;
   crawls: CrawlCache;
+  /** code spiders' modules, loaded from each crawl's recorded path and checked against its hash */
+  spiderModules: SpiderModules;
   /** this process's Prometheus metrics (served when METRICS_PORT is set) */
   metrics: FleetMetrics;
   close(): Promise<void>;
@@ -31,6 +33,7 @@ export async function createFleetContext(options: { env?: Env; log?: Logger; nam
     keys,
     queues,
     crawls: new CrawlCache(redis, keys),
+    spiderModules: new SpiderModules(),
     // Made on first use: short commands (status, seed) never pay for the default collectors.
     get metrics() {
       return (metrics ??= new FleetMetrics({ process: options.name ?? 'crawlfleet' }));

@@ -8,6 +8,7 @@ import {
   retryDelay,
   validateJob,
   type JobByStage,
+  type LoadedSpiderModule,
   type Stage,
 } from '@crawlfleet/core';
 import { STAGE_DONE_STATE, beginJob, classifyFinalFailure, deadLetterFailed, delayJob, enqueueFetches, finishJob, finishJobTaking, frontierTake, type CrawlRecord, type FinishInput } from '@crawlfleet/crawl';
@@ -28,6 +29,8 @@ export interface StageHandlerInput<S extends Stage> {
   deferrals: number;
   /** this run of the crawl: its id and registration time (a crawl reset and seeded again is another) */
   incarnation: string;
+  /** a code spider's module (stages that run hooks only), the very version the crawl was seeded with */
+  spiderModule?: LoadedSpiderModule;
 }
 
 export type StageHandler<S extends Stage> = (input: StageHandlerInput<S>) => Promise<StageResult>;
@@ -38,6 +41,8 @@ export interface StageWorkerOptions<S extends Stage> {
   handler: StageHandler<S>;
   /** attempts for this stage's jobs when the job itself does not say (parse and write: infrastructure failures) */
   defaultAttempts?: number;
+  /** the stage runs a code spider's hooks: its jobs load the crawl's module, and a wrong version is dead-lettered */
+  runsHooks?: boolean;
 }
 
 /**
@@ -106,7 +111,8 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     // Every start of a job counts in attemptsStarted; only failures count in attemptsMade.
     const deferrals = Math.max(0, (job.attemptsStarted ?? 1) - job.attemptsMade - 1);
     try {
-      const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts, deferrals, incarnation: `${data.crawlId}@${begun.startedAt}` });
+      const spiderModule = options.runsHooks && crawl.module ? await ctx.spiderModules.get(crawl.module) : undefined;
+      const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts, deferrals, incarnation: `${data.crawlId}@${begun.startedAt}`, ...(spiderModule ? { spiderModule } : {}) });
       // The stage's done marker: a job of this stage for this URL is never enqueued again.
       const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...result, ...(take ? { take } : {}) };
       const { outcome, taken } = await finishJobTaking(redis, keys, data.crawlId, stage, id, finish);

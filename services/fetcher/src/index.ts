@@ -1,6 +1,6 @@
 import { RetryableError, errorMessage, jobId, type FetchJob } from '@crawlfleet/core';
 import { admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
-import { UserAgentRotation, encodeBody, fetchPage, isHtml, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
+import { UserAgentRotation, encodeBody, fetchPage, flatHeaders, isHtml, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, frontierTake, scopeVerdict } from '@crawlfleet/frontier';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, type ProxyEntry } from '@crawlfleet/politeness';
 import { DeferError, GiveUpError, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
@@ -38,10 +38,13 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
   const worker = createStageWorker(ctx, {
     stage: 'fetch',
     concurrency: options.concurrency,
-    handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals }) => {
+    runsHooks: true,
+    handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals, spiderModule }) => {
       await registered;
       const { spider } = crawl;
-      const outcome = await polite.fetch({ url: data.url, spider, leaseId: job.id!, deferrals, avoidProxies: data.avoidProxies, redirects: data.redirects, userAgent: userAgents.pick(spider.userAgents), crawlId: data.crawlId });
+      // A code spider's request hook may run more than once for one URL (waits, retries): it should only compute.
+      const request = await runRequestHook(spiderModule, data.url, { crawlId: data.crawlId, spider, depth: data.depth, meta: data.meta ?? {} });
+      const outcome = await polite.fetch({ url: data.url, spider, leaseId: job.id!, deferrals, avoidProxies: data.avoidProxies, redirects: data.redirects, userAgent: userAgents.pick(spider.userAgents), crawlId: data.crawlId, ...(request ? { request } : {}) });
       switch (outcome.kind) {
         case 'wait':
           throw new DeferError(outcome.waitMs, outcome.reason);
@@ -101,6 +104,9 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
               contentType: page.contentType ?? '',
               fetchedAt: new Date().toISOString(),
               body: encodeBody(page.body),
+              // only a code spider's parse hook reads them
+              ...(spiderModule ? { headers: flatHeaders(page.headers) } : {}),
+              ...(data.meta ? { meta: data.meta } : {}),
             },
             opts: { attempts: 3, backoff: { type: 'crawlfleet' } },
           },

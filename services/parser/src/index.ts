@@ -1,6 +1,6 @@
 import { jobId } from '@crawlfleet/core';
-import { SettledUrls, admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
-import { extractPage } from '@crawlfleet/extract';
+import { SettledUrls, admitAndEnqueue, enqueueJobs, noteInvalidReasons, parkedJobs } from '@crawlfleet/crawl';
+import { extractParsed, parseHtml, runPageHooks } from '@crawlfleet/extract';
 import { decodeBody, decodeHtml } from '@crawlfleet/fetch';
 import { allowedHosts, frontierTake, scopeVerdict } from '@crawlfleet/frontier';
 import { createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
@@ -10,8 +10,9 @@ export interface ParserOptions {
 }
 
 /**
- * The parse stage: decode the page as a browser would, apply the spider's rules, send items to the
- * writers and then new links to the frontier, so a page's items never wait on its links.
+ * The parse stage: decode the page as a browser would, apply the spider's rules and its code hooks,
+ * send items to the writers and then new links to the frontier, so a page's items never wait on
+ * its links.
  */
 export function startParser(ctx: FleetContext, options: ParserOptions): RunningStage {
   // Links this parser saw settled in a crawl's frontier are not offered to Redis again.
@@ -20,22 +21,30 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
     stage: 'parse',
     concurrency: options.concurrency,
     defaultAttempts: 3,
-    handler: async ({ data, crawl, fingerprint, incarnation }) => {
+    runsHooks: true,
+    handler: async ({ data, crawl, fingerprint, incarnation, spiderModule }) => {
       const { spider } = crawl;
-      const html = decodeHtml(decodeBody(data.body, spider.limits.maxResponseBytes), data.contentType);
-      const page = extractPage(html, data.finalUrl, spider, { crawlId: data.crawlId, fetchedAt: data.fetchedAt });
+      const text = decodeHtml(decodeBody(data.body, spider.limits.maxResponseBytes), data.contentType);
+      const { $ } = parseHtml(text);
+      const rules = extractParsed($, data.finalUrl, spider, { crawlId: data.crawlId, fetchedAt: data.fetchedAt });
+      const page = await runPageHooks(
+        spiderModule,
+        { url: data.finalUrl, requestedUrl: data.url, status: data.status, headers: data.headers ?? { 'content-type': data.contentType }, contentType: data.contentType, text, $, crawlId: data.crawlId, fetchedAt: data.fetchedAt, depth: data.depth, meta: data.meta ?? {} },
+        spider,
+        rules,
+      );
       if (page.items.length > 0) {
         await enqueueJobs(ctx.redis, ctx.keys, ctx.queues, 'write', data.crawlId, [
           { id: jobId('write', fingerprint), data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items }, opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' } } },
         ]);
       }
+      await noteInvalidReasons(ctx.redis, ctx.keys, data.crawlId, page.invalidReasons);
       const { maxLinksPerPage } = spider.limits;
       const links = page.links.length > maxLinksPerPage ? page.links.slice(0, maxLinksPerPage) : page.links;
       const overflow = page.links.length - links.length;
       if (overflow > 0) ctx.log.info({ url: data.finalUrl, links: page.links.length, maxLinksPerPage, skipped: overflow }, 'page has more links than limits.maxLinksPerPage: the rest are skipped');
-      const depth = data.depth + 1;
       const allowed = allowedHosts(spider);
-      const candidates = links.map((url) => ({ url, depth, verdict: scopeVerdict(url, depth, spider, allowed) }));
+      const candidates = links.map(({ url, depth, meta }) => ({ url, depth, verdict: scopeVerdict(url, depth, spider, allowed), ...(meta ? { meta } : {}) }));
       ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, { referer: data.url, take: frontierTake(ctx.env.frontierWindow), settled: { urls: settledUrls, scope: incarnation } }));
       return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow } };
     },

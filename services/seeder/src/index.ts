@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { ConfigError, type SinkSpec, type Spider } from '@crawlfleet/core';
+import { ConfigError, type SinkSpec, type Spider, type SpiderModuleRef } from '@crawlfleet/core';
 import { SENTINEL_PREFIX, admitAndEnqueue, checkDone, finishJob, newCrawlId, registerCrawl, type AdmissionCounts } from '@crawlfleet/crawl';
 import { UserAgentRotation, collectSitemapUrls, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, frontierTake, hostAllowed, type Candidate } from '@crawlfleet/frontier';
@@ -8,6 +8,8 @@ import type { FleetContext } from '@crawlfleet/runtime';
 
 export interface SeedOptions {
   spider: Spider;
+  /** a code spider's module, recorded so every worker loads the same code */
+  module?: SpiderModuleRef;
   crawlId?: string;
   sink: (crawlId: string) => SinkSpec;
   /** URLs beyond the spider's start URLs */
@@ -64,7 +66,7 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
   // Read the sitemaps before registering: one that cannot be read fails the seed, leaving no crawl behind.
   const fromSitemaps = sitemaps.length > 0 ? await sitemapCandidates(ctx, spider, sitemaps) : [];
   const crawlId = options.crawlId ?? newCrawlId(spider.name);
-  const created = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId));
+  const created = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId), options.module);
   const candidates: Candidate[] = [...urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })), ...fromSitemaps];
   const { seen: admitted } = await whileSeeding(ctx, crawlId, () => admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates, { take: frontierTake(ctx.env.frontierWindow) }));
   await checkDone(ctx.redis, ctx.keys, crawlId);

@@ -1,6 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { extname, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { ConfigError } from '../errors.js';
@@ -29,12 +28,9 @@ export function validateSpider(value: unknown, file = 'spider'): Spider {
   throw new ConfigError(`invalid spider:\n  ${issues.join('\n  ')}`, { file, issues });
 }
 
-async function readSpiderValue(path: string): Promise<unknown> {
+/** Reads a JSON or YAML spider file. */
+export async function readSpiderData(path: string): Promise<unknown> {
   const ext = extname(path).toLowerCase();
-  if (ext === '.js' || ext === '.mjs' || ext === '.cjs') {
-    const mod = (await import(pathToFileURL(path).href)) as { default?: unknown; spider?: unknown };
-    return mod.default ?? mod.spider;
-  }
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -47,12 +43,5 @@ async function readSpiderValue(path: string): Promise<unknown> {
   } catch (err) {
     throw new ConfigError(`${path}: not valid ${ext === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message}`, { file: path, cause: err });
   }
-  throw new ConfigError(`${path}: unsupported spider file type "${ext}" (use .json, .yaml, .yml, .js or .mjs)`, { file: path });
-}
-
-/** Loads and validates a spider file (JSON, YAML or a JS module exporting the object). */
-export async function loadSpiderFile(file: string): Promise<Spider> {
-  const path = resolve(file);
-  const value = await readSpiderValue(path);
-  return validateSpider(value, file);
+  throw new ConfigError(`${path}: unsupported spider file type "${ext}" (use .json, .yaml, .yml, or a module: .ts, .mts, .js, .mjs)`, { file: path });
 }

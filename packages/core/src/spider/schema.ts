@@ -140,6 +140,8 @@ export const spiderSchema = z.strictObject({
   allowedAddresses: z.array(addressRange).default([]),
   follow: z.array(followRuleSchema).default([]),
   items: z.array(itemRuleSchema).default([]),
+  /** the key field of item types a code spider's hooks produce (an extension of the contract; rules name theirs with `key`) */
+  itemKeys: z.record(z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'item types start with a letter; letters, digits, "_" and "-"'), z.string().min(1)).default({}),
   politeness: politenessSchema.prefault({}),
   hosts: z.record(z.string().min(1), hostPolitenessSchema).default({}),
   retry: retrySchema.prefault({}),
@@ -169,5 +171,5 @@ export type FollowRule = Spider['follow'][number];
 
 /** The key field of each item type (`url` by default), for sinks that deduplicate or upsert by key. */
 export function itemKeyFields(spider: Spider): Record<string, string> {
-  return Object.fromEntries(spider.items.map((r) => [r.type, r.key ?? 'url']));
+  return { ...spider.itemKeys, ...Object.fromEntries(spider.items.map((r) => [r.type, r.key ?? 'url'])) };
 }

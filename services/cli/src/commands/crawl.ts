@@ -1,4 +1,4 @@
-import { defaultSinkSpec, loadSpiderFile, mongoSinkSpec, sinkSpecFor, type SinkSpec } from '@crawlfleet/core';
+import { defaultSinkSpec, loadSpiderDefinition, mongoSinkSpec, sinkSpecFor, type SinkSpec } from '@crawlfleet/core';
 import { getStatus } from '@crawlfleet/crawl';
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
@@ -32,7 +32,7 @@ export interface CrawlOptions {
  * started here can be finished by separate workers, and the other way round.
  */
 export async function crawlCommand(spiderFile: string, options: CrawlOptions): Promise<number> {
-  const loaded = await loadSpiderFile(spiderFile);
+  const { spider: loaded, module } = await loadSpiderDefinition(spiderFile);
   const spider = options.maxPages ? { ...loaded, maxPages: options.maxPages } : loaded;
   const env = envWith({ ...options, ...(options.mongo ? { mongo: options.mongo } : {}) });
   // --out FILE, else --mongo URL or MONGO_URL, else ./data/<crawl-id>/items.jsonl.
@@ -46,6 +46,7 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
   sinkFor('check');
   const proxies = loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList });
   const ctx = await createFleetContext({ env, name: 'crawl' });
+  if (module) ctx.spiderModules.remember(module);
   const stages: Pick<RunningStage, 'close'>[] = [];
   const stopReconciler = startReconciler(ctx);
   const stopAll = async () => {
@@ -58,7 +59,7 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
   };
   onShutdownSignal(ctx.log, stopAll, () => EXIT.interrupted);
   try {
-    const { crawlId } = await seedCrawl(ctx, { spider, ...(options.crawlId ? { crawlId: options.crawlId } : {}), sink: sinkFor });
+    const { crawlId } = await seedCrawl(ctx, { spider, ...(module ? { module: module.ref } : {}), ...(options.crawlId ? { crawlId: options.crawlId } : {}), sink: sinkFor });
     const parsing = parseConcurrency(options.concurrency);
     // The parser is CPU-bound: in threads of its own (--parser-threads N) it takes a second core.
     let threadFailure: Error | undefined;

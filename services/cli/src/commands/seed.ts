@@ -1,4 +1,4 @@
-import { loadSpiderFile, sinkSpecFor, defaultSinkSpec } from '@crawlfleet/core';
+import { loadSpiderDefinition, sinkSpecFor, defaultSinkSpec } from '@crawlfleet/core';
 import { seedCrawl } from '@crawlfleet/seeder';
 import { withContext } from '../context.js';
 import { envWith } from '../options.js';
@@ -13,11 +13,11 @@ export interface SeedCommandOptions {
 
 /** Registers the crawl and enqueues its seeds; the crawl id is the last line of stdout. */
 export async function seedCommand(spiderFile: string, urls: string[], options: SeedCommandOptions): Promise<number> {
-  const spider = await loadSpiderFile(spiderFile);
+  const { spider, module } = await loadSpiderDefinition(spiderFile);
   const sinkFor = (crawlId: string) => (options.sink ? sinkSpecFor(options.sink) : defaultSinkSpec(crawlId));
   sinkFor('check');
   const result = await withContext(envWith(options), (ctx) =>
-    seedCrawl(ctx, { spider, sink: sinkFor, urls, ...(options.crawlId ? { crawlId: options.crawlId } : {}), ...(options.urlsFile ? { urlsFile: options.urlsFile } : {}), ...(options.sitemap ? { sitemaps: options.sitemap } : {}) }),
+    seedCrawl(ctx, { spider, ...(module ? { module: module.ref } : {}), sink: sinkFor, urls, ...(options.crawlId ? { crawlId: options.crawlId } : {}), ...(options.urlsFile ? { urlsFile: options.urlsFile } : {}), ...(options.sitemap ? { sitemaps: options.sitemap } : {}) }),
   );
   process.stdout.write(`${result.crawlId}\n`);
   return 0;

@@ -1,0 +1,212 @@
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { SourceMap } from 'node:module';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { ConfigError, NonRetryableError, errorMessage } from '../errors.js';
+import { CODE_KEYS, type CodeKey, type SpiderCode, type SpiderModuleRef } from './code.js';
+import { validateSpider } from './load.js';
+import type { Spider } from './schema.js';
+
+export const MODULE_EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs']);
+
+/** The repository (or image) crawlfleet runs from: its node_modules serve spiders that have none. */
+const INSTALL_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
+const OWN_PACKAGES = join(INSTALL_ROOT, 'packages') + sep;
+
+/** A spider module compiled, imported and split into settings and code. */
+export interface LoadedSpiderModule {
+  ref: SpiderModuleRef;
+  spider: Spider;
+  code: SpiderCode;
+  /** `books.ts:23`: where in the spider's own source an error thrown by a hook was raised */
+  locate(err: unknown): string | undefined;
+}
+
+interface Bundle {
+  js: string;
+  map: SourceMap;
+  hash: string;
+}
+
+/**
+ * Compiles a spider module (TypeScript or JavaScript) and its local imports into one ES module with
+ * esbuild, so a worker needs no TypeScript tool chain and no node_modules next to the spider. The
+ * hash covers the spider's own files (not its packages), so two workers agree on it however they
+ * were installed.
+ */
+async function bundle(path: string): Promise<Bundle> {
+  const esbuild = await import('esbuild');
+  const dir = dirname(path);
+  let result;
+  try {
+    result = await esbuild.build({
+      entryPoints: [path],
+      absWorkingDir: dir,
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      write: false,
+      metafile: true,
+      sourcemap: 'external',
+      sourcesContent: false,
+      // never written: it only makes the source map's paths relative to the spider's folder
+      outfile: join(dir, 'spider.bundle.mjs'),
+      nodePaths: [join(INSTALL_ROOT, 'node_modules')],
+      logLevel: 'silent',
+      // bundled CommonJS packages may require Node's built-ins
+      banner: { js: "import { createRequire as __crawlfleetRequire } from 'node:module'; const require = __crawlfleetRequire(import.meta.url);" },
+    });
+  } catch (err) {
+    const errors = (err as { errors?: Array<{ text: string; location?: { file: string; line: number; column: number } | null }> }).errors;
+    if (!errors) throw new ConfigError(`${path}: cannot compile the spider module: ${errorMessage(err)}`, { file: path, cause: err });
+    const issues = errors.map((e) => (e.location ? `${e.location.file}:${e.location.line}:${e.location.column + 1}: ${e.text}` : e.text));
+    throw new ConfigError(`${path}: cannot compile the spider module:\n  ${issues.join('\n  ')}`, { file: path, issues, cause: err });
+  }
+  const js = result.outputFiles.find((f) => f.path.endsWith('.mjs'))!.text;
+  const mapText = result.outputFiles.find((f) => f.path.endsWith('.map'))!.text;
+  const own = Object.keys(result.metafile.inputs)
+    .map((input) => resolve(dir, input))
+    .filter((file) => !file.split(sep).includes('node_modules') && !file.startsWith(OWN_PACKAGES))
+    .sort();
+  const hash = createHash('sha256');
+  for (const file of own) hash.update(relative(dir, file)).update('\0').update(await readFile(file)).update('\0');
+  return { js, map: new SourceMap(JSON.parse(mapText) as never), hash: hash.digest('hex').slice(0, 16) };
+}
+
+/** Writes the bundle where Node can import it (once per content) and imports it. */
+async function importBundle(path: string, js: string): Promise<{ exported: unknown; file: string }> {
+  const digest = createHash('sha256').update(js).digest('hex').slice(0, 16);
+  const cacheDir = join(process.env.CRAWLFLEET_SPIDER_CACHE ?? join(tmpdir(), 'crawlfleet-spiders'));
+  const file = join(cacheDir, `${basename(path).replace(/[^A-Za-z0-9_.-]/g, '_')}-${digest}.mjs`);
+  const exists = await stat(file).then(() => true, () => false);
+  if (!exists) {
+    await mkdir(cacheDir, { recursive: true });
+    const partial = `${file}.${process.pid}.tmp`;
+    await writeFile(partial, js);
+    await rename(partial, file);
+  }
+  const mod = (await import(pathToFileURL(file).href)) as { default?: unknown; spider?: unknown };
+  return { exported: mod.default ?? mod.spider, file };
+}
+
+/** Pure: the settings and the code of a module's export; a wrong shape names the file and key. */
+export function splitSpiderModule(exported: unknown, file: string): { spider: Spider; code: SpiderCode } {
+  if (typeof exported !== 'object' || exported === null || Array.isArray(exported)) {
+    throw new ConfigError(`${file}: (module): the module must export its spider as the default export: export default defineSpider({ ... })`, { file });
+  }
+  const settings: Record<string, unknown> = {};
+  const code: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(exported)) {
+    if ((CODE_KEYS as readonly string[]).includes(key)) {
+      if (value !== undefined) code[key] = value;
+    } else settings[key] = value;
+  }
+  const issues: string[] = [];
+  for (const hook of ['parse', 'request', 'item'] as const satisfies readonly CodeKey[]) {
+    if (code[hook] !== undefined && typeof code[hook] !== 'function') issues.push(`${file}: ${hook}: must be a function, got ${typeof code[hook]}`);
+  }
+  const schemas = code.schemas;
+  if (schemas !== undefined) {
+    if (typeof schemas !== 'object' || schemas === null || Array.isArray(schemas)) issues.push(`${file}: schemas: must be an object of zod schemas, one per item type`);
+    else {
+      for (const [type, schema] of Object.entries(schemas)) {
+        if (typeof (schema as { safeParse?: unknown } | null)?.safeParse !== 'function') issues.push(`${file}: schemas.${type}: must be a zod schema (an object with safeParse)`);
+      }
+    }
+  }
+  let spider: Spider | undefined;
+  try {
+    spider = validateSpider(settings, file);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    issues.unshift(...err.issues);
+  }
+  if (issues.length > 0) throw new ConfigError(`invalid spider:\n  ${issues.join('\n  ')}`, { file, issues });
+  return { spider: spider!, code: code as SpiderCode };
+}
+
+/** Pure: the first frame of `stack` inside `bundleFile`, as a place in the spider's own source. */
+export function locateInSource(stack: string, bundleFile: string, map: SourceMap): string | undefined {
+  const url = pathToFileURL(bundleFile).href;
+  let fallback: string | undefined;
+  for (const line of stack.split('\n')) {
+    const at = line.indexOf(url) >= 0 ? line.indexOf(url) + url.length : line.indexOf(bundleFile) >= 0 ? line.indexOf(bundleFile) + bundleFile.length : -1;
+    if (at < 0) continue;
+    const m = /^:(\d+):(\d+)/.exec(line.slice(at));
+    if (!m) continue;
+    const entry = map.findEntry(Number(m[1]) - 1, Number(m[2]) - 1) as { originalSource?: string; originalLine?: number; originalColumn?: number };
+    if (entry.originalSource === undefined || entry.originalLine === undefined) continue;
+    const source = entry.originalSource.startsWith('file://') ? fileURLToPath(entry.originalSource) : entry.originalSource;
+    const place = `${source}:${entry.originalLine + 1}`;
+    // A frame in a bundled package is where it threw; the spider's own frame is where its author looks.
+    if (!source.split(/[\\/]/).includes('node_modules')) return place;
+    fallback ??= place;
+  }
+  return fallback;
+}
+
+/** Compiles and imports a spider module, checking its exported shape. Hooks are not run. */
+export async function loadSpiderModule(file: string): Promise<LoadedSpiderModule> {
+  const path = resolve(file);
+  const exists = await stat(path).then((s) => s.isFile(), () => false);
+  if (!exists) throw new ConfigError(`${file}: cannot read spider file: no such file`, { file });
+  const built = await bundle(path);
+  let imported;
+  try {
+    imported = await importBundle(path, built.js);
+  } catch (err) {
+    throw new ConfigError(`${file}: the spider module failed while loading: ${errorMessage(err)}`, { file, cause: err });
+  }
+  const { spider, code } = splitSpiderModule(imported.exported, file);
+  return {
+    ref: { path, hash: built.hash },
+    spider,
+    code,
+    locate: (err) => (err instanceof Error && err.stack ? locateInSource(err.stack, imported.file, built.map) : undefined),
+  };
+}
+
+/**
+ * A worker's spider modules, by the reference each crawl recorded at seed time. A copy whose hash
+ * differs from the recorded one is refused: a fleet never runs two versions of one crawl's code.
+ * A refusal is remembered briefly, so a crawl's every job does not compile the file again.
+ */
+export class SpiderModules {
+  private readonly loaded = new Map<string, { failedAt: number; result: Promise<LoadedSpiderModule> }>();
+  constructor(private readonly retryFailuresAfterMs = 5000) {}
+
+  get(ref: SpiderModuleRef): Promise<LoadedSpiderModule> {
+    const key = `${ref.path}\0${ref.hash}`;
+    const cached = this.loaded.get(key);
+    if (cached && !(cached.failedAt > 0 && Date.now() - cached.failedAt > this.retryFailuresAfterMs)) return cached.result;
+    const entry = { failedAt: 0, result: this.load(ref) };
+    entry.result.catch(() => (entry.failedAt = Date.now()));
+    this.loaded.set(key, entry);
+    return entry.result;
+  }
+
+  /** A module this process loaded already (the crawl command's own spider): no second compile. */
+  remember(loaded: LoadedSpiderModule): void {
+    this.loaded.set(`${loaded.ref.path}\0${loaded.ref.hash}`, { failedAt: 0, result: Promise.resolve(loaded) });
+  }
+
+  private async load(ref: SpiderModuleRef): Promise<LoadedSpiderModule> {
+    let loaded: LoadedSpiderModule;
+    try {
+      loaded = await loadSpiderModule(ref.path);
+    } catch (err) {
+      throw new NonRetryableError('ERR_SPIDER_MODULE', `cannot load the crawl's spider module ${ref.path} on this worker: ${errorMessage(err)}`, { file: ref.path }, { cause: err });
+    }
+    if (loaded.ref.hash !== ref.hash) {
+      throw new NonRetryableError(
+        'ERR_SPIDER_VERSION',
+        `spider module ${ref.path} on this worker has hash ${loaded.ref.hash}, but the crawl was seeded with ${ref.hash}: deploy the same spider to every worker (or seed again), then replay`,
+        { file: ref.path },
+      );
+    }
+    return loaded;
+  }
+}

@@ -1,0 +1,176 @@
+import type { CheerioAPI } from 'cheerio';
+import { FOLLOW_MARK, SpiderHookError, hookFailure, itemKeyFields, type LoadedSpiderModule, type Spider } from '@crawlfleet/core';
+import { canonicalizeUrl } from '@crawlfleet/frontier';
+import type { CrawlContext, FollowRequest, Item, Page } from '@crawlfleet/sdk';
+import type { ExtractedItem } from './extract.js';
+
+/** The page and request a parse stage hands to a code spider. */
+export interface HookPage {
+  url: string;
+  requestedUrl: string;
+  status: number;
+  headers: Record<string, string>;
+  contentType: string;
+  text: string;
+  $: CheerioAPI;
+  crawlId: string;
+  fetchedAt: string;
+  depth: number;
+  meta: Record<string, unknown>;
+}
+
+/** A link to admit: its URL in canonical form, the depth it is found at, and what it carries. */
+export interface PageLink {
+  url: string;
+  depth: number;
+  meta?: Record<string, unknown>;
+}
+
+/** What a page gives once the declarative rules and the code spider's hooks have run. */
+export interface PageOutput {
+  items: ExtractedItem[];
+  links: PageLink[];
+  invalid: number;
+  /** why items were dropped, one line each (for the crawl's sample in status) */
+  invalidReasons: string[];
+}
+
+const ITEM_TYPE = /^[A-Za-z][A-Za-z0-9_-]*$/;
+const MAX_REASON = 300;
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isFollow(value: unknown): value is FollowRequest {
+  return isObject(value) && (value as Record<PropertyKey, unknown>)[FOLLOW_MARK] === true;
+}
+
+/** Sorts what a parse hook returned or yielded into items and links. */
+async function collect(result: unknown, out: { items: unknown[]; links: unknown[] }): Promise<void> {
+  const value = await result;
+  if (value === undefined || value === null) return;
+  const push = (v: unknown) => (typeof v === 'string' || isFollow(v) ? out.links : out.items).push(v);
+  if (typeof (value as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function') {
+    for await (const v of value as AsyncIterable<unknown>) push(v);
+  } else if (typeof value !== 'string' && typeof (value as Iterable<unknown>)[Symbol.iterator] === 'function') {
+    for (const v of value as Iterable<unknown>) push(v);
+  } else if (isObject(value) && ('items' in value || 'links' in value)) {
+    for (const v of (value.items as unknown[] | undefined) ?? []) out.items.push(v);
+    for (const v of (value.links as unknown[] | undefined) ?? []) out.links.push(v);
+  } else push(value);
+}
+
+function hookContext(page: HookPage, spider: Spider): CrawlContext {
+  return { crawlId: page.crawlId, spider, depth: page.depth, meta: page.meta };
+}
+
+function sdkPage(page: HookPage): Page {
+  let parsed: { value: unknown } | undefined;
+  return {
+    url: page.url,
+    requestedUrl: page.requestedUrl,
+    status: page.status,
+    headers: page.headers,
+    contentType: page.contentType,
+    text: page.text,
+    $: page.$,
+    json<T>() {
+      parsed ??= { value: JSON.parse(page.text) as unknown };
+      return parsed.value as T;
+    },
+  };
+}
+
+/** Pure: an item as the writer stores it: the fleet's own fields set, `url` the page's unless the item names one. */
+function stamp(item: Record<string, unknown>, page: HookPage, spider: Spider): ExtractedItem {
+  return { ...item, url: typeof item.url === 'string' ? item.url : page.url, spider: spider.name, crawlId: page.crawlId, fetchedAt: page.fetchedAt } as ExtractedItem;
+}
+
+/** Pure: a link a hook gave, resolved against the page and canonical; undefined when it is not an http(s) URL. */
+function toLink(value: unknown, page: HookPage): PageLink | undefined {
+  const follow: Partial<FollowRequest> = isFollow(value) ? value : { url: value as string };
+  if (typeof follow.url !== 'string') return undefined;
+  const url = canonicalizeUrl(follow.url.trim(), page.url);
+  if (!url) return undefined;
+  const depth = typeof follow.depth === 'number' && Number.isInteger(follow.depth) && follow.depth >= 0 ? follow.depth : page.depth + 1;
+  return { url, depth, ...(isObject(follow.meta) && Object.keys(follow.meta).length > 0 ? { meta: follow.meta } : {}) };
+}
+
+/**
+ * Runs a code spider over one page after its declarative rules: the parse hook adds items and
+ * links, then every item (the rules' and the hook's) goes through the item hook, its type's schema
+ * and the key check. A parse hook that throws fails the page (SpiderHookError); an item that fails
+ * is dropped and counted invalid with the reason.
+ */
+export async function runPageHooks(module: LoadedSpiderModule | undefined, page: HookPage, spider: Spider, rules: { items: ExtractedItem[]; links: string[]; invalid: number }): Promise<PageOutput> {
+  const ruleLinks: PageLink[] = rules.links.map((url) => ({ url, depth: page.depth + 1 }));
+  const candidates: unknown[] = [...rules.items];
+  const links: PageLink[] = [...ruleLinks];
+  const reasons: string[] = [];
+  const code = module?.code;
+  if (code?.parse) {
+    const found = { items: [] as unknown[], links: [] as unknown[] };
+    try {
+      const ctx = { ...hookContext(page, spider), rules: { items: rules.items as Item[], links: rules.links } };
+      await collect(code.parse(sdkPage(page) as never, ctx as never), found);
+    } catch (err) {
+      throw new SpiderHookError('parse', err, module!.locate(err));
+    }
+    for (const value of found.links) {
+      const link = toLink(value, page);
+      if (link) links.push(link);
+    }
+    for (const value of found.items) {
+      if (!isObject(value) || typeof value.type !== 'string' || !ITEM_TYPE.test(value.type)) {
+        reasons.push(`parse hook gave an item without a valid "type" (letters, digits, "_" and "-", starting with a letter)`);
+        continue;
+      }
+      candidates.push(stamp(value, page, spider));
+    }
+  }
+  const items: ExtractedItem[] = [];
+  if (!code?.item && !code?.schemas && code?.parse === undefined) return { items: rules.items, links, invalid: rules.invalid, invalidReasons: [] };
+  const keys = itemKeyFields(spider);
+  for (const candidate of candidates) {
+    const checked = await checkItem(candidate as ExtractedItem, module!, page, spider, keys);
+    if (typeof checked === 'string') reasons.push(checked.length > MAX_REASON ? `${checked.slice(0, MAX_REASON)}…` : checked);
+    else items.push(checked);
+  }
+  return { items, links, invalid: rules.invalid + reasons.length, invalidReasons: reasons };
+}
+
+/** The item hook, the type's schema and the key field: the item to store, or why it is dropped. */
+async function checkItem(candidate: ExtractedItem, module: LoadedSpiderModule, page: HookPage, spider: Spider, keys: Record<string, string>): Promise<ExtractedItem | string> {
+  const { code } = module;
+  let item = candidate as Record<string, unknown>;
+  const type = item.type as string;
+  if (code.item) {
+    let result: unknown;
+    try {
+      result = await code.item(item as never, { ...hookContext(page, spider), pageUrl: page.url } as never);
+    } catch (err) {
+      return `${type}: ${hookFailure('item', err, module.locate(err))}`;
+    }
+    if (result === null || result === false) return `${type}: dropped by the item hook`;
+    if (result !== undefined) {
+      if (!isObject(result) || typeof result.type !== 'string' || !ITEM_TYPE.test(result.type)) return `${type}: the item hook returned something that is not an item with a valid "type"`;
+      item = stamp(result, page, spider);
+    }
+  }
+  const itemType = item.type as string;
+  const schema = code.schemas?.[itemType];
+  if (schema) {
+    const checked = schema.safeParse(item);
+    if (!checked.success) {
+      const problems = checked.error.issues.map((i) => `${i.path.length > 0 ? i.path.map(String).join('.') : '(item)'}: ${i.message}`);
+      return `${itemType}: ${problems.join('; ')}`;
+    }
+    // The schema's coercions and defaults apply; fields it does not name are kept.
+    if (isObject(checked.data)) item = stamp({ ...item, ...checked.data }, page, spider);
+  }
+  const key = keys[itemType] ?? 'url';
+  const keyValue = item[key];
+  if (keyValue === undefined || keyValue === null || keyValue === '') return `${itemType}: missing its key field "${key}"`;
+  return item as ExtractedItem;
+}

@@ -1,0 +1,54 @@
+import { SpiderHookError, type LoadedSpiderModule, type Spider } from '@crawlfleet/core';
+import type { HttpRequestShape } from './http-client.js';
+
+const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']);
+/** got sets these from the request itself; a hook that sets them would corrupt it */
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection']);
+
+/**
+ * Pure: what a request hook returned, as the request to send; throws a plain Error naming the
+ * problem when it is not one (the caller reports it as the hook's failure).
+ */
+export function requestShape(returned: unknown): HttpRequestShape | undefined {
+  if (returned === undefined || returned === null) return undefined;
+  if (typeof returned !== 'object' || Array.isArray(returned)) throw new Error(`request hook must return an object ({ headers, cookies, method, body }) or nothing, got ${Array.isArray(returned) ? 'an array' : typeof returned}`);
+  const { method = 'GET', headers = {}, cookies, body, ...rest } = returned as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) throw new Error(`request hook returned unknown key(s) ${unknown.map((k) => JSON.stringify(k)).join(', ')}: use headers, cookies, method or body`);
+  if (typeof method !== 'string' || !METHODS.has(method.toUpperCase())) throw new Error(`request hook: method must be one of ${[...METHODS].join(', ')}, got ${JSON.stringify(method)}`);
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers as Record<string, unknown>)) {
+    if (typeof value !== 'string') throw new Error(`request hook: header ${JSON.stringify(name)} must be a string`);
+    const lower = name.toLowerCase();
+    if (RESERVED_HEADERS.has(lower)) throw new Error(`request hook: header ${JSON.stringify(name)} is set by the fetcher`);
+    out[lower] = value;
+  }
+  if (cookies !== undefined) {
+    if (typeof cookies !== 'object' || cookies === null) throw new Error('request hook: cookies must be an object of name -> value');
+    const pairs = Object.entries(cookies as Record<string, unknown>).map(([name, value]) => {
+      if (typeof value !== 'string') throw new Error(`request hook: cookie ${JSON.stringify(name)} must be a string`);
+      return `${name}=${value}`;
+    });
+    if (pairs.length > 0) out.cookie = out.cookie ? `${out.cookie}; ${pairs.join('; ')}` : pairs.join('; ');
+  }
+  let text: string | undefined;
+  if (typeof body === 'string') text = body;
+  else if (body !== undefined) {
+    text = JSON.stringify(body);
+    out['content-type'] ??= 'application/json';
+  }
+  const verb = method.toUpperCase() as HttpRequestShape['method'];
+  if (text !== undefined && (verb === 'GET' || verb === 'HEAD')) throw new Error(`request hook: a ${verb} request has no body; use method POST`);
+  return { method: verb, headers: out, ...(text !== undefined ? { body: text } : {}) };
+}
+
+/** Runs a code spider's request hook for one URL; a throw or a bad answer is the hook's failure (SpiderHookError). */
+export async function runRequestHook(module: LoadedSpiderModule | undefined, url: string, ctx: { crawlId: string; spider: Spider; depth: number; meta: Record<string, unknown> }): Promise<HttpRequestShape | undefined> {
+  const hook = module?.code.request;
+  if (!hook) return undefined;
+  try {
+    return requestShape(await hook(url as never, ctx as never));
+  } catch (err) {
+    throw new SpiderHookError('request', err, module.locate(err));
+  }
+}
