@@ -44,6 +44,8 @@ describe('dead letters: selection and how each runs again', () => {
   test('a fetch or parse dead letter is fetched again at its depth; a write dead letter is written again from its items; a poison job is not replayable', () => {
     expect(replayPlan(entry({ data: { crawlId: 'c', url: 'https://a.test/p/1', depth: 3 } }), 'c')).toEqual({ stage: 'fetch', id: `f${FP}`, request: { url: 'https://a.test/p/1', depth: 3 } });
     expect(replayPlan(entry({ jobId: `p${FP}`, stage: 'parse', data: { crawlId: 'c', url: 'https://a.test/p/1', finalUrl: 'https://a.test/p/1', depth: 2 } }), 'c')).toEqual({ stage: 'fetch', id: `f${FP}`, request: { url: 'https://a.test/p/1', depth: 2 } });
+    // A code spider's link metadata runs again with its page.
+    expect(replayPlan(entry({ jobId: `p${FP}`, stage: 'parse', data: { crawlId: 'c', url: 'https://a.test/p/1', finalUrl: 'https://a.test/p/1', depth: 2, meta: { id: 7 } } }), 'c')).toEqual({ stage: 'fetch', id: `f${FP}`, request: { url: 'https://a.test/p/1', depth: 2, meta: { id: 7 } } });
     const items = [{ type: 'page', title: 't' }];
     expect(replayPlan(entry({ jobId: `w${FP}`, stage: 'write', data: { crawlId: 'c', url: 'https://a.test/p/1', items } }), 'c')).toEqual({ stage: 'write', id: `w${FP}`, job: { crawlId: 'c', url: 'https://a.test/p/1', items } });
     expect(replayPlan(entry({ jobId: 'by-hand-1', url: '' }), 'c')).toBeUndefined();

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { ConfigError, STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Queues, type Stage, type WriteJob } from '@crawlfleet/core';
-import { encodeRequest } from '@crawlfleet/frontier';
+import { encodeRequest, type FetchRequest } from '@crawlfleet/frontier';
+import { fetchJobData, fetchJobOptions } from './fetch-jobs.js';
 import type { DeadLetter } from './lifecycle.js';
 import type { CrawlRecord } from './registry.js';
 import { getDeadLetters } from './status.js';
@@ -33,17 +34,19 @@ export async function listDeadLetters(redis: Redis, keys: Keys, crawlId: string,
  * runs again as it was; anything else is fetched again (a parse dead letter kept no page body).
  * Undefined when the record cannot be replayed (a poison job whose payload was never valid).
  */
-export function replayPlan(entry: DeadLetterEntry, crawlId: string): { stage: 'fetch'; id: string; request: { url: string; depth: number } } | { stage: 'write'; id: string; job: WriteJob } | undefined {
+export function replayPlan(entry: DeadLetterEntry, crawlId: string): { stage: 'fetch'; id: string; request: FetchRequest } | { stage: 'write'; id: string; job: WriteJob } | undefined {
   if (!/^[fpw][0-9a-f]{32}$/.test(entry.jobId)) return undefined;
   const fp = fingerprintOfJob(entry.jobId);
-  const data = (entry.data ?? {}) as { url?: unknown; depth?: unknown; items?: unknown };
+  const data = (entry.data ?? {}) as { url?: unknown; depth?: unknown; items?: unknown; meta?: unknown };
   if (entry.stage === 'write' && Array.isArray(data.items) && data.items.length > 0 && typeof data.url === 'string') {
     return { stage: 'write', id: jobId('write', fp), job: { crawlId, url: data.url, items: data.items as WriteJob['items'] } };
   }
   const url = typeof data.url === 'string' ? data.url : entry.url;
   if (!/^https?:\/\//.test(url)) return undefined;
   const depth = typeof data.depth === 'number' && Number.isInteger(data.depth) && data.depth >= 0 ? data.depth : 0;
-  return { stage: 'fetch', id: jobId('fetch', fp), request: { url, depth } };
+  // A code spider's link metadata goes along: the page's hooks read it again.
+  const meta = typeof data.meta === 'object' && data.meta !== null && !Array.isArray(data.meta) ? { meta: data.meta as Record<string, unknown> } : {};
+  return { stage: 'fetch', id: jobId('fetch', fp), request: { url, depth, ...meta } };
 }
 
 export interface ReplayResult {
@@ -78,7 +81,7 @@ export async function replayDeadLetters(redis: Redis, keys: Keys, queues: Queues
     );
     if (applied === 0) continue;
     if (plan.stage === 'fetch') {
-      await queues.fetch.add('fetch', { crawlId: crawl.crawlId, url: plan.request.url, depth: plan.request.depth }, { jobId: plan.id, attempts: crawl.spider.retry.attempts + 1, backoff: { type: 'crawlfleet' } });
+      await queues.fetch.add('fetch', fetchJobData(crawl.crawlId, plan.request), { ...fetchJobOptions(crawl.spider), jobId: plan.id });
     } else {
       await queues.write.add('write', plan.job, { jobId: plan.id, attempts: 10, backoff: { type: 'crawlfleet' } });
     }
