@@ -12,3 +12,4 @@ export * from './retry-delay.js';
 export * from './spider/schema.js';
 export * from './spider/load.js';
 export * from './sink-spec.js';
+export * from './spider/json-schema.js';
