@@ -11,9 +11,11 @@ import { monitorCommand } from './commands/monitor.js';
 import { seedCommand } from './commands/seed.js';
 import { statusCommand } from './commands/status.js';
 import { waitCommand } from './commands/wait.js';
+import { validateCommand } from './commands/validate.js';
 import { workerCommand } from './commands/worker.js';
 import { exitCodeFor } from './exit-codes.js';
 import { nonNegativeInt, positiveInt } from './options.js';
+import { rootVersion } from './repo-root.js';
 
 // A crash is reported as Node would report it (stack, exit 1), but with every URL's credentials
 // redacted: an error from a client library may quote the URL it was given.
@@ -34,6 +36,7 @@ const redisOption = () => new Option('--redis <url>', 'Redis URL (default: REDIS
 
 const program = new Command('crawlfleet')
   .description('A distributed web-scraping fleet on BullMQ.')
+  .version(rootVersion(), '-V, --version', 'print the version')
   .showHelpAfterError()
   // commander echoes what it could not parse, which may be a URL with a password
   .configureOutput({ writeErr: (text) => process.stderr.write(redactUrl(text)) })
@@ -136,6 +139,12 @@ program
   .option('--url-regex <regex>', 'only URLs that match')
   .addOption(redisOption())
   .action(run((opts: Parameters<typeof replayCommand>[0]) => replayCommand(opts)));
+
+program
+  .command('validate')
+  .description('check a spider file without crawling: exit 0, or 2 naming the file, the path and the problem')
+  .argument('<spider>', 'spider file (.json, .yaml, .js)')
+  .action(run((spider: string) => validateCommand(spider)));
 
 for (const action of CONTROL_ACTIONS) {
   const what = { pause: 'pause a crawl', resume: 'resume a paused crawl', cancel: 'cancel a crawl', reset: "forget a crawl's queue, dedup state and counters (items stay)" }[action];
