@@ -9,6 +9,7 @@ import { exportCommand } from './commands/export.js';
 import { CONTROL_ACTIONS, controlCommand } from './commands/control.js';
 import { monitorCommand } from './commands/monitor.js';
 import { seedCommand } from './commands/seed.js';
+import { shellCommand } from './commands/shell.js';
 import { statusCommand } from './commands/status.js';
 import { waitCommand } from './commands/wait.js';
 import { validateCommand } from './commands/validate.js';
@@ -145,6 +146,20 @@ program
   .description('check a spider file without crawling: exit 0, or 2 naming the file, the path and the problem')
   .argument('<spider>', 'spider file (.json, .yaml, .js)')
   .action(run((spider: string) => validateCommand(spider)));
+
+program
+  .command('shell')
+  .description('fetch one page with a spider\'s settings and print the items and links it would produce; stores nothing, needs no Redis')
+  .argument('<url>', 'page to fetch')
+  .option('--spider <file>', "spider whose user agents, limits, address policy and rules apply (default: follow every a[href], no items, private addresses refused)")
+  .option('--json', 'one JSON document on stdout: {url, finalUrl, status, contentType, items, links, invalid}')
+  .addHelpText(
+    'after',
+    '\nrobots.txt is NOT consulted, and politeness and proxies do not apply: this is one direct request.\n' +
+      'Redirects are followed. An HTTP error status is shown (exit 0) and the page is parsed only when the fleet would parse it.\n' +
+      'Exit 1 when no response came (network error, an address the SSRF guard refuses), 2 for a bad URL or spider.\n',
+  )
+  .action(run((url: string, opts: Parameters<typeof shellCommand>[1]) => shellCommand(url, opts)));
 
 for (const action of CONTROL_ACTIONS) {
   const what = { pause: 'pause a crawl', resume: 'resume a paused crawl', cancel: 'cancel a crawl', reset: "forget a crawl's queue, dedup state and counters (items stay)" }[action];
