@@ -6,6 +6,7 @@ import { crawlCommand } from './commands/crawl.js';
 import { dashboardCommand } from './commands/dashboard.js';
 import { deadLettersCommand, replayCommand } from './commands/dead-letters.js';
 import { exportCommand } from './commands/export.js';
+import { INIT_FORMATS, initCommand } from './commands/init.js';
 import { CONTROL_ACTIONS, controlCommand } from './commands/control.js';
 import { monitorCommand } from './commands/monitor.js';
 import { seedCommand } from './commands/seed.js';
@@ -16,6 +17,7 @@ import { validateCommand } from './commands/validate.js';
 import { workerCommand } from './commands/worker.js';
 import { exitCodeFor } from './exit-codes.js';
 import { nonNegativeInt, positiveInt } from './options.js';
+import { DEMO_START_URL } from './init-templates.js';
 import { rootVersion } from './repo-root.js';
 
 // A crash is reported as Node would report it (stack, exit 1), but with every URL's credentials
@@ -146,6 +148,15 @@ program
   .description('check a spider file without crawling: exit 0, or 2 naming the file, the path and the problem')
   .argument('<spider>', 'spider file (.json, .yaml, .js)')
   .action(run((spider: string) => validateCommand(spider)));
+
+program
+  .command('init')
+  .description('write a commented starter spider NAME.<format> in the current folder (it crawls the books demo site)')
+  .argument('<name>', 'spider name: letters, digits, "_", "." and "-"')
+  .addOption(new Option('--format <format>', 'file format').choices(INIT_FORMATS).default('json'))
+  .option('--url <url>', 'start URL; allowedDomains is its host, and allowPrivateAddresses is true only on loopback', DEMO_START_URL)
+  .option('--force', 'overwrite an existing file')
+  .action(run((name: string, opts: Parameters<typeof initCommand>[1]) => initCommand(name, opts)));
 
 program
   .command('shell')
