@@ -15,3 +15,4 @@ export * from './spider/code.js';
 export * from './spider/module.js';
 export * from './spider/definition.js';
 export * from './sink-spec.js';
+export * from './spider/json-schema.js';

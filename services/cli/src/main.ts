@@ -6,14 +6,19 @@ import { crawlCommand } from './commands/crawl.js';
 import { dashboardCommand } from './commands/dashboard.js';
 import { deadLettersCommand, replayCommand } from './commands/dead-letters.js';
 import { exportCommand } from './commands/export.js';
+import { INIT_FORMATS, initCommand } from './commands/init.js';
 import { CONTROL_ACTIONS, controlCommand } from './commands/control.js';
 import { monitorCommand } from './commands/monitor.js';
 import { seedCommand } from './commands/seed.js';
+import { shellCommand } from './commands/shell.js';
 import { statusCommand } from './commands/status.js';
 import { waitCommand } from './commands/wait.js';
+import { validateCommand } from './commands/validate.js';
 import { workerCommand } from './commands/worker.js';
 import { exitCodeFor } from './exit-codes.js';
 import { nonNegativeInt, positiveInt } from './options.js';
+import { DEMO_START_URL } from './init-templates.js';
+import { rootVersion } from './repo-root.js';
 
 // A crash is reported as Node would report it (stack, exit 1), but with every URL's credentials
 // redacted: an error from a client library may quote the URL it was given.
@@ -34,6 +39,7 @@ const redisOption = () => new Option('--redis <url>', 'Redis URL (default: REDIS
 
 const program = new Command('crawlfleet')
   .description('A distributed web-scraping fleet on BullMQ.')
+  .version(rootVersion(), '-V, --version', 'print the version')
   .showHelpAfterError()
   // commander echoes what it could not parse, which may be a URL with a password
   .configureOutput({ writeErr: (text) => process.stderr.write(redactUrl(text)) })
@@ -136,6 +142,35 @@ program
   .option('--url-regex <regex>', 'only URLs that match')
   .addOption(redisOption())
   .action(run((opts: Parameters<typeof replayCommand>[0]) => replayCommand(opts)));
+
+program
+  .command('validate')
+  .description('check a spider file without crawling: exit 0, or 2 naming the file, the path and the problem')
+  .argument('<spider>', 'spider file (.json, .yaml, .js)')
+  .action(run((spider: string) => validateCommand(spider)));
+
+program
+  .command('init')
+  .description('write a commented starter spider NAME.<format> in the current folder (it crawls the books demo site)')
+  .argument('<name>', 'spider name: letters, digits, "_", "." and "-"')
+  .addOption(new Option('--format <format>', 'file format').choices(INIT_FORMATS).default('json'))
+  .option('--url <url>', 'start URL; allowedDomains is its host, and allowPrivateAddresses is true only on loopback', DEMO_START_URL)
+  .option('--force', 'overwrite an existing file')
+  .action(run((name: string, opts: Parameters<typeof initCommand>[1]) => initCommand(name, opts)));
+
+program
+  .command('shell')
+  .description('fetch one page with a spider\'s settings and print the items and links it would produce; stores nothing, needs no Redis')
+  .argument('<url>', 'page to fetch')
+  .option('--spider <file>', "spider whose user agents, limits, address policy and rules apply (default: follow every a[href], no items, private addresses refused)")
+  .option('--json', 'one JSON document on stdout: {url, finalUrl, status, contentType, items, links, invalid}')
+  .addHelpText(
+    'after',
+    '\nrobots.txt is NOT consulted, and politeness and proxies do not apply: this is one direct request.\n' +
+      'Redirects are followed. An HTTP error status is shown (exit 0) and the page is parsed only when the fleet would parse it.\n' +
+      'Exit 1 when no response came (network error, an address the SSRF guard refuses), 2 for a bad URL or spider.\n',
+  )
+  .action(run((url: string, opts: Parameters<typeof shellCommand>[1]) => shellCommand(url, opts)));
 
 for (const action of CONTROL_ACTIONS) {
   const what = { pause: 'pause a crawl', resume: 'resume a paused crawl', cancel: 'cancel a crawl', reset: "forget a crawl's queue, dedup state and counters (items stay)" }[action];

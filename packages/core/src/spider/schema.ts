@@ -129,6 +129,7 @@ export const limitsSchema = z.strictObject({
 });
 
 export const spiderSchema = z.strictObject({
+  $schema: z.string().optional().meta({ description: 'the JSON Schema this file follows (for editors); ignored by crawlfleet' }),
   name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, 'letters, digits, "_", "." and "-", starting with a letter or digit'),
   startUrls: z.array(httpUrl).default([]),
   allowedDomains: z.array(hostPattern).optional(),
