@@ -1,11 +1,13 @@
-import type { Spider } from '@crawlfleet/core';
-import { extractPage, type ExtractedItem } from '@crawlfleet/extract';
-import { classifyResponse, decodeHtml, fetchPage, isHtml, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
+import type { LoadedSpiderModule, Spider } from '@crawlfleet/core';
+import { extractParsed, parseHtml, runPageHooks, type ExtractedItem } from '@crawlfleet/extract';
+import { classifyResponse, decodeHtml, fetchPage, flatHeaders, isHtml, runRequestHook, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
 
 export interface ShellOptions {
   userAgent: string;
   /** resolves names in place of DNS (HOST_RESOLVE); the spider's address policy vets the answers */
   lookup?: Lookup;
+  /** a code spider's module: its request, parse and item hooks run as in the fleet */
+  module?: LoadedSpiderModule;
 }
 
 /** What `crawlfleet shell` shows of one page. */
@@ -23,8 +25,10 @@ export interface ShellPage {
   parsed: boolean;
   items: ExtractedItem[];
   links: string[];
-  /** items dropped for a missing required field */
+  /** items dropped (a missing required field, a code spider's item hook or schema) */
   invalid: number;
+  /** why each was dropped */
+  invalidReasons: string[];
 }
 
 /**
@@ -35,7 +39,9 @@ export interface ShellPage {
  * NonRetryableError, ForbiddenAddressError).
  */
 export async function shellPage(url: string, spider: Spider, options: ShellOptions): Promise<ShellPage> {
-  const page = await fetchPage(url, spider, { userAgent: options.userAgent, ...(options.lookup ? { lookup: options.lookup } : {}) });
+  const crawlId = 'shell';
+  const request = await runRequestHook(options.module, url, { crawlId, spider, depth: 0, meta: {} });
+  const page = await fetchPage(url, spider, { userAgent: options.userAgent, ...(options.lookup ? { lookup: options.lookup } : {}), ...(request ? { request } : {}) });
   const verdict = classifyResponse(page, spider);
   const result: ShellPage = {
     url,
@@ -49,9 +55,14 @@ export async function shellPage(url: string, spider: Spider, options: ShellOptio
     items: [],
     links: [],
     invalid: 0,
+    invalidReasons: [],
   };
   if (verdict.kind !== 'ok' || !isHtml(page.contentType, page.body)) return result;
-  const html = decodeHtml(page.body, page.contentType);
-  const extraction = extractPage(html, page.url, spider, { crawlId: 'shell', fetchedAt: new Date().toISOString() });
-  return { ...result, parsed: true, items: extraction.items, links: extraction.links, invalid: extraction.invalid };
+  const text = decodeHtml(page.body, page.contentType);
+  const { $ } = parseHtml(text);
+  const fetchedAt = new Date().toISOString();
+  const rules = extractParsed($, page.url, spider, { crawlId, fetchedAt });
+  const contentType = page.contentType ?? '';
+  const hooked = await runPageHooks(options.module, { url: page.url, requestedUrl: url, status: page.status, headers: flatHeaders(page.headers), contentType, text, $, crawlId, fetchedAt, depth: 0, meta: {} }, spider, rules);
+  return { ...result, parsed: true, items: hooked.items, links: hooked.links.map((l) => l.url), invalid: hooked.invalid, invalidReasons: hooked.invalidReasons };
 }

@@ -1,4 +1,4 @@
-import { CrawlfleetError, errorMessage, loadEnv, loadSpiderFile, validateSpider, type Spider } from '@crawlfleet/core';
+import { CrawlfleetError, errorMessage, loadEnv, loadSpiderDefinition, validateSpider, type Spider, type SpiderDefinitionFile } from '@crawlfleet/core';
 import { UserAgentRotation, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
 import { allowedHosts, scopeVerdict } from '@crawlfleet/frontier';
 import { EXIT, ExitError } from '../exit-codes.js';
@@ -52,6 +52,7 @@ export function formatShellPage(page: ShellPage, spider: Spider): string {
     }),
     '',
     `invalid: ${page.invalid}`,
+    ...page.invalidReasons.map((reason) => `  ${reason}`),
   ];
   return `${lines.join('\n')}\n`;
 }
@@ -63,20 +64,20 @@ export function formatShellPage(page: ShellPage, spider: Spider): string {
  */
 export async function shellCommand(rawUrl: string, options: { spider?: string; json?: boolean }): Promise<number> {
   const url = parseUrl(rawUrl);
-  const spider = options.spider ? await loadSpiderFile(options.spider) : defaultShellSpider(url);
+  const { spider, module }: SpiderDefinitionFile = options.spider ? await loadSpiderDefinition(options.spider) : { spider: defaultShellSpider(url) };
   const env = loadEnv();
   const lookup = makeLookup(parseHostResolve(env.hostResolve), true);
   let page: ShellPage;
   try {
-    page = await shellPage(url, spider, { userAgent: new UserAgentRotation(env.userAgents).pick(spider.userAgents), ...(lookup ? { lookup } : {}) });
+    page = await shellPage(url, spider, { userAgent: new UserAgentRotation(env.userAgents).pick(spider.userAgents), ...(lookup ? { lookup } : {}), ...(module ? { module } : {}) });
   } catch (err) {
     if (!(err instanceof CrawlfleetError)) throw err;
     const hint = !options.spider && err.code === 'ERR_FORBIDDEN_ADDRESS' ? ' (without --spider, shell refuses private addresses: pass a spider with allowPrivateAddresses)' : '';
     throw new ExitError(EXIT.failure, `shell: ${url}: ${errorMessage(err)}${hint}`);
   }
   if (options.json) {
-    const { finalUrl, status, contentType, items, links, invalid } = page;
-    process.stdout.write(`${JSON.stringify({ url, finalUrl, status, contentType, items, links, invalid })}\n`);
+    const { finalUrl, status, contentType, items, links, invalid, invalidReasons } = page;
+    process.stdout.write(`${JSON.stringify({ url, finalUrl, status, contentType, items, links, invalid, invalidReasons })}\n`);
   } else {
     process.stdout.write(formatShellPage(page, spider));
   }
