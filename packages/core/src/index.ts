@@ -11,4 +11,6 @@ export * from './scripts.js';
 export * from './retry-delay.js';
 export * from './spider/schema.js';
 export * from './spider/load.js';
+export * from './spider/json-path.js';
+export * from './media-types.js';
 export * from './sink-spec.js';
