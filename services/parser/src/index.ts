@@ -1,7 +1,7 @@
 import { jobId } from '@crawlfleet/core';
 import { SettledUrls, admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
-import { extractPage } from '@crawlfleet/extract';
-import { decodeBody, decodeHtml } from '@crawlfleet/fetch';
+import { extractResponse } from '@crawlfleet/extract';
+import { decodeBody, decodePage } from '@crawlfleet/fetch';
 import { allowedHosts, frontierTake, scopeVerdict } from '@crawlfleet/frontier';
 import { createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
@@ -10,8 +10,10 @@ export interface ParserOptions {
 }
 
 /**
- * The parse stage: decode the page as a browser would, apply the spider's rules, send items to the
- * writers and then new links to the frontier, so a page's items never wait on its links.
+ * The parse stage: decode the page as a browser would (a JSON page as JSON), apply the spider's
+ * rules for its kind (css rules to HTML, json rules to JSON; a body that is not JSON is dead-lettered
+ * ERR_PARSE), send items to the writers and then new links to the frontier, so a page's items never
+ * wait on its links.
  */
 export function startParser(ctx: FleetContext, options: ParserOptions): RunningStage {
   // Links this parser saw settled in a crawl's frontier are not offered to Redis again.
@@ -22,8 +24,8 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
     defaultAttempts: 3,
     handler: async ({ data, crawl, fingerprint, incarnation }) => {
       const { spider } = crawl;
-      const html = decodeHtml(decodeBody(data.body, spider.limits.maxResponseBytes), data.contentType);
-      const page = extractPage(html, data.finalUrl, spider, { crawlId: data.crawlId, fetchedAt: data.fetchedAt });
+      const body = decodePage(decodeBody(data.body, spider.limits.maxResponseBytes), data.contentType);
+      const page = extractResponse({ body, contentType: data.contentType, url: data.finalUrl }, spider, { crawlId: data.crawlId, fetchedAt: data.fetchedAt });
       if (page.items.length > 0) {
         await enqueueJobs(ctx.redis, ctx.keys, ctx.queues, 'write', data.crawlId, [
           { id: jobId('write', fingerprint), data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items }, opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' } } },
