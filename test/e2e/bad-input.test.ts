@@ -16,7 +16,9 @@ describe('bad input gets a clear error and loses nothing', () => {
   test.each([
     ['a bad regex', { ...base, items: [{ ...product, fields: { ...product.fields, price: { css: '.price', regex: '([0-9' } } }] }, /items\[0\]\.fields\.price\.regex: invalid regular expression/],
     ['an unknown field type', { ...base, items: [{ ...product, fields: { ...product.fields, title: { css: 'h1', type: 'float' } } }] }, /items\[0\]\.fields\.title\.type: /],
-    ['a missing css', { ...base, follow: [{ allow: ['x'] }] }, /follow\[0\]\.css: /],
+    ['a follow rule without css or json', { ...base, follow: [{ allow: ['x'] }] }, /follow\[0\]: a follow rule needs exactly one of css or json/],
+    ['a bad JSON path', { ...base, follow: [{ json: 'items[*.id', format: '/p/{}' }] }, /follow\[0\]\.json: invalid JSON path "items\[\*\.id": expected "\]" after "\[\*" at character 8/],
+    ['css and json fields in one rule', { ...base, items: [{ ...product, fields: { ...product.fields, stock: { json: 'stock.count' } } }] }, /items\[0\]\.fields\.stock: a rule's fields are all css or all json: "title" uses css, "stock" uses json/],
     ['an unknown key', { ...base, maxDepht: 3 }, /\(top level\): unknown key\(s\) "maxDepht"/],
     ['a key that is not a field', { ...base, items: [{ ...product, key: 'isbn' }] }, /items\[0\]\.key: key "isbn" is not one of the fields/],
   ])('a spider with %s exits 2, naming the file and the path', async (_what, spider, pattern) => {

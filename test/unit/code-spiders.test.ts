@@ -15,7 +15,7 @@ function moduleOf(code: SpiderCode): LoadedSpiderModule {
 }
 
 function page(html: string, over: Partial<HookPage> = {}): HookPage {
-  return { url: 'http://127.0.0.1:8080/shop/p1.html', requestedUrl: 'http://127.0.0.1:8080/shop/p1.html', status: 200, headers: { 'content-type': 'text/html' }, contentType: 'text/html', text: html, $: cheerio.load(html), crawlId: 'c1', fetchedAt: '2026-12-03T00:00:00.000Z', depth: 2, meta: { from: 'list' }, ...over };
+  return { url: 'http://127.0.0.1:8080/shop/p1.html', requestedUrl: 'http://127.0.0.1:8080/shop/p1.html', status: 200, headers: { 'content-type': 'text/html' }, contentType: 'text/html', text: html, doc: { kind: 'html', $: cheerio.load(html) }, crawlId: 'c1', fetchedAt: '2026-12-03T00:00:00.000Z', depth: 2, meta: { from: 'list' }, ...over };
 }
 
 const stamp = { spider: 'unit', crawlId: 'c1', fetchedAt: '2026-12-03T00:00:00.000Z' };

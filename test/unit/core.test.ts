@@ -30,7 +30,7 @@ describe('spider validation', () => {
       expect.arrayContaining([
         expect.stringMatching(/^my\.json: name: /),
         expect.stringMatching(/^my\.json: startUrls\[0\]: only http and https/),
-        expect.stringMatching(/^my\.json: items\[0\]\.fields\.a\.css: /),
+        'my.json: items[0].fields.a: a field needs exactly one of css or json',
         'my.json: (top level): unknown key(s) "extra"',
       ]),
     );

@@ -14,5 +14,7 @@ export * from './spider/load.js';
 export * from './spider/code.js';
 export * from './spider/module.js';
 export * from './spider/definition.js';
+export * from './spider/json-path.js';
+export * from './media-types.js';
 export * from './sink-spec.js';
 export * from './spider/json-schema.js';

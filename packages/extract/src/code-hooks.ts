@@ -1,8 +1,9 @@
-import type { CheerioAPI } from 'cheerio';
+import * as cheerio from 'cheerio';
 import { FOLLOW_MARK, SpiderHookError, hookFailure, itemKeyFields, type LoadedSpiderModule, type Spider } from '@crawlfleet/core';
 import { canonicalizeUrl } from '@crawlfleet/frontier';
 import type { CrawlContext, FollowRequest, Item, Page } from '@crawlfleet/sdk';
 import type { ExtractedItem } from './extract.js';
+import type { ParsedDocument } from './response.js';
 
 /** The page and request a parse stage hands to a code spider. */
 export interface HookPage {
@@ -12,7 +13,8 @@ export interface HookPage {
   headers: Record<string, string>;
   contentType: string;
   text: string;
-  $: CheerioAPI;
+  /** the page parsed once, by the rules: an HTML tree or a JSON value */
+  doc: ParsedDocument;
   crawlId: string;
   fetchedAt: string;
   depth: number;
@@ -65,8 +67,12 @@ function hookContext(page: HookPage, spider: Spider): CrawlContext {
   return { crawlId: page.crawlId, spider, depth: page.depth, meta: page.meta };
 }
 
+/** A JSON page's `$`: an empty document, so a hook written for HTML finds nothing rather than failing. */
+let emptyDocument: cheerio.CheerioAPI | undefined;
+
 function sdkPage(page: HookPage): Page {
-  let parsed: { value: unknown } | undefined;
+  const { doc } = page;
+  let parsed: { value: unknown } | undefined = doc.kind === 'json' ? { value: doc.value } : undefined;
   return {
     url: page.url,
     requestedUrl: page.requestedUrl,
@@ -74,7 +80,7 @@ function sdkPage(page: HookPage): Page {
     headers: page.headers,
     contentType: page.contentType,
     text: page.text,
-    $: page.$,
+    $: doc.kind === 'html' ? doc.$ : (emptyDocument ??= cheerio.load('')),
     json<T>() {
       parsed ??= { value: JSON.parse(page.text) as unknown };
       return parsed.value as T;

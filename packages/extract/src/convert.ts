@@ -1,11 +1,15 @@
 import type { FieldRule } from '@crawlfleet/core';
+import type { JsonValue } from './json-path.js';
 
-export type FieldValue = string | number | boolean | null;
+/** What convertValue gives: a field's value from text. */
+export type ScalarValue = string | number | boolean | null;
+/** A field's value: a scalar, or (a json field with no type or regex) any JSON value as the page had it. */
+export type FieldValue = ScalarValue | JsonValue;
 
 const NUMBER_WITH_GROUPING = /^[-+]?\d{1,3}(,\d{3})+(\.\d+)?$/;
 
 /** Pure: a raw string as the field's type; null when it does not convert. */
-export function convertValue(raw: string, type: FieldRule['type']): FieldValue {
+export function convertValue(raw: string, type: FieldRule['type']): ScalarValue {
   const value = raw.trim();
   switch (type ?? 'string') {
     case 'string':

@@ -3,8 +3,9 @@ import type { AnyNode } from 'domhandler';
 import type { Spider } from '@crawlfleet/core';
 import { canonicalizeUrl, passesAllowDeny } from '@crawlfleet/frontier';
 import { compileRules, type CompiledField, type CompiledItemRule } from './compile.js';
-import { applyRegex, convertValue, type FieldValue } from './convert.js';
+import { applyRegex, convertValue, type FieldValue, type ScalarValue } from './convert.js';
 import { parseHtml, type HtmlParser } from './parse-html.js';
+import { isMissing, resolveUrl } from './resolve.js';
 
 export interface PageMeta {
   crawlId: string;
@@ -34,22 +35,11 @@ function baseUrlOf($: Doc, pageUrl: string): string {
   }
 }
 
-/** http(s) links in canonical form, so they match the frontier's URLs; other schemes resolved as they are. */
-function resolveUrl(value: string, base: string): string | undefined {
-  const canonical = canonicalizeUrl(value, base);
-  if (canonical !== undefined) return canonical;
-  try {
-    return new URL(value, base).href;
-  } catch {
-    return undefined;
-  }
-}
-
 function rawValue($: Doc, el: AnyNode, field: CompiledField): string | undefined {
   return field.attr ? $(el).attr(field.attr) : $(el).text();
 }
 
-function fieldValue($: Doc, el: AnyNode, field: CompiledField, base: string): FieldValue {
+function fieldValue($: Doc, el: AnyNode, field: CompiledField, base: string): ScalarValue {
   const raw = rawValue($, el, field);
   if (raw === undefined) return null;
   let value = applyRegex(raw.trim(), field.pattern);
@@ -62,14 +52,10 @@ function fieldValue($: Doc, el: AnyNode, field: CompiledField, base: string): Fi
   return convertValue(value, field.type);
 }
 
-function isMissing(v: FieldValue | FieldValue[]): boolean {
-  return v === null || v === '' || (Array.isArray(v) && v.length === 0);
-}
-
 function extractFields($: Doc, scope: cheerio.Cheerio<AnyNode>, rule: CompiledItemRule, base: string): ExtractedItem | undefined {
   const item: ExtractedItem = {};
   for (const field of rule.fields) {
-    const found = scope.find(field.css);
+    const found = scope.find(field.css!);
     let value: FieldValue | FieldValue[];
     if (field.all) value = found.toArray().map((el) => fieldValue($, el, field, base)).filter((v) => v !== null);
     else value = found.length > 0 ? fieldValue($, found[0]!, field, base) : null;
@@ -80,14 +66,14 @@ function extractFields($: Doc, scope: cheerio.Cheerio<AnyNode>, rule: CompiledIt
 }
 
 /**
- * Pure: applies a spider's item and follow rules to one page. No I/O, so it is tested directly and
+ * Pure: applies a spider's css item and follow rules to one HTML page. No I/O, so it is tested directly and
  * timed in the benchmarks. The page is parsed once, and every rule queries that one tree.
  */
 export function extractPage(html: string, pageUrl: string, spider: Spider, meta: PageMeta, parser?: HtmlParser): Extraction {
   return extractParsed(parseHtml(html, parser).$, pageUrl, spider, meta);
 }
 
-/** Pure: the rules over a parsed page. */
+/** Pure: the css rules over a parsed HTML page (json rules are for JSON pages: see extractResponse). */
 export function extractParsed($: Doc, pageUrl: string, spider: Spider, meta: PageMeta): Extraction {
   const rules = compileRules(spider);
   const base = baseUrlOf($, pageUrl);

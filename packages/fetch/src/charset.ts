@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { ResultType, Sniffer } from 'encoding-sniffer/sniffer';
 import iconv from 'iconv-lite';
+import { isJsonContentType } from '@crawlfleet/core';
 
 /** Where a page's encoding came from, in the order the WHATWG sniffing algorithm tries them. */
 export type EncodingSource = 'bom' | 'header' | 'meta' | 'late-meta' | 'utf8' | 'default';
@@ -70,4 +71,20 @@ export function decodeWith(body: Buffer, encoding: string): string {
 /** Pure: a page's text, decoded as a browser decodes it. */
 export function decodeHtml(body: Buffer, contentType: string | undefined): string {
   return decodeWith(body, sniffEncoding(body, contentType).encoding);
+}
+
+/**
+ * Pure: a JSON response's text. A byte-order mark wins, then the Content-Type charset (a label the
+ * Encoding Standard knows), else UTF-8, as RFC 8259 has it: no `<meta>` prescan and no legacy default.
+ */
+export function decodeJson(body: Buffer, contentType: string | undefined): string {
+  const label = charsetOf(contentType);
+  const sniffer = new Sniffer({ maxBytes: 3, defaultEncoding: 'UTF-8', ...(label ? { transportLayerEncodingLabel: label } : {}) });
+  sniffer.write(body.subarray(0, 3));
+  return decodeWith(body, sniffer.encoding);
+}
+
+/** Pure: a page's text for the parse stage: decodeJson for a JSON content type, decodeHtml for the rest. */
+export function decodePage(body: Buffer, contentType: string | undefined): string {
+  return isJsonContentType(contentType) ? decodeJson(body, contentType) : decodeHtml(body, contentType);
 }

@@ -1,4 +1,4 @@
-import type { Spider } from '@crawlfleet/core';
+import { isJsonContentType, type Spider } from '@crawlfleet/core';
 import { BLOCK_SCAN_CHARS, detectBlock } from './block-detect.js';
 import { decodeWith, sniffEncoding } from './charset.js';
 import { headerValue, type Headers } from './headers.js';
@@ -65,9 +65,14 @@ function pageStart(body: Buffer, contentType: string | undefined): string {
 
 const HTML_TYPES = /^(text\/html|application\/xhtml\+xml)\b/i;
 
-/** Only HTML goes on to the parser; an absent content type is sniffed as HTML, as browsers do. */
+/** HTML, declared or (with no content type) sniffed as browsers do. */
 export function isHtml(contentType: string | undefined, body: Buffer): boolean {
   if (contentType) return HTML_TYPES.test(contentType);
   const start = body.subarray(0, 512);
   return /^\s*<(!doctype html|html|head|body)/i.test(decodeWith(start, sniffEncoding(start, undefined).encoding));
+}
+
+/** What goes on to the parse stage: HTML (declared or sniffed) and JSON (declared); anything else ends at the fetch. */
+export function isParseable(contentType: string | undefined, body: Buffer): boolean {
+  return isHtml(contentType, body) || isJsonContentType(contentType);
 }

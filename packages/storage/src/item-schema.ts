@@ -47,10 +47,19 @@ export function castInteger(value: unknown): number | null | undefined {
   return n;
 }
 
+/**
+ * What a field's values are: its `type`; for a json field with no `type` or `regex`, any JSON value
+ * as the page had it (a number stays a number, an object an object), which the store keeps Mixed.
+ */
+function storedType(rule: Pick<FieldRule, 'type' | 'json' | 'regex'>): NonNullable<FieldRule['type']> | 'mixed' {
+  if (rule.type === undefined && rule.json !== undefined && rule.regex === undefined) return 'mixed';
+  return rule.type ?? 'string';
+}
+
 /** Pure: the schema type of one field rule; `all: true` makes it an array of that type. */
-export function fieldSchemaType(rule: Pick<FieldRule, 'type' | 'all'>): SchemaDefinitionProperty {
+export function fieldSchemaType(rule: Pick<FieldRule, 'type' | 'all' | 'json' | 'regex'>): SchemaDefinitionProperty {
   let one: SchemaDefinitionProperty;
-  switch (rule.type ?? 'string') {
+  switch (storedType(rule)) {
     case 'string':
       one = { type: String };
       break;
@@ -62,6 +71,9 @@ export function fieldSchemaType(rule: Pick<FieldRule, 'type' | 'all'>): SchemaDe
       break;
     case 'boolean':
       one = { type: Boolean };
+      break;
+    case 'mixed':
+      one = { type: Schema.Types.Mixed };
       break;
   }
   return rule.all ? [one] : one;
@@ -112,7 +124,7 @@ export function itemSchema(rule: ItemRule): Schema {
 
 /** Pure: a name for the model of an item rule; two rules with the same fields and key share it. */
 export function itemModelName(rule: ItemRule): string {
-  const shape = [rule.key ?? 'url', Object.entries(rule.fields).map(([name, f]) => [name, f.type ?? 'string', f.all === true]).sort()];
+  const shape = [rule.key ?? 'url', Object.entries(rule.fields).map(([name, f]) => [name, storedType(f), f.all === true]).sort()];
   return `${rule.type}#${createHash('sha1').update(JSON.stringify(shape)).digest('hex').slice(0, 12)}`;
 }
 

@@ -1,6 +1,6 @@
 import type { LoadedSpiderModule, Spider } from '@crawlfleet/core';
-import { extractParsed, parseHtml, runPageHooks, type ExtractedItem } from '@crawlfleet/extract';
-import { classifyResponse, decodeHtml, fetchPage, flatHeaders, isHtml, runRequestHook, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
+import { extractResponse, runPageHooks, type ExtractedItem } from '@crawlfleet/extract';
+import { classifyResponse, decodePage, fetchPage, flatHeaders, isParseable, runRequestHook, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
 
 export interface ShellOptions {
   userAgent: string;
@@ -21,7 +21,7 @@ export interface ShellPage {
   ms: number;
   /** the fleet's verdict on the response: only an `ok` HTML page is parsed */
   verdict: ResponseVerdict;
-  /** whether the page went through extraction (an `ok` verdict and an HTML body) */
+  /** whether the page went through extraction (an `ok` verdict and an HTML or JSON body) */
   parsed: boolean;
   items: ExtractedItem[];
   links: string[];
@@ -57,12 +57,11 @@ export async function shellPage(url: string, spider: Spider, options: ShellOptio
     invalid: 0,
     invalidReasons: [],
   };
-  if (verdict.kind !== 'ok' || !isHtml(page.contentType, page.body)) return result;
-  const text = decodeHtml(page.body, page.contentType);
-  const { $ } = parseHtml(text);
+  if (verdict.kind !== 'ok' || !isParseable(page.contentType, page.body)) return result;
+  const text = decodePage(page.body, page.contentType);
   const fetchedAt = new Date().toISOString();
-  const rules = extractParsed($, page.url, spider, { crawlId, fetchedAt });
   const contentType = page.contentType ?? '';
-  const hooked = await runPageHooks(options.module, { url: page.url, requestedUrl: url, status: page.status, headers: flatHeaders(page.headers), contentType, text, $, crawlId, fetchedAt, depth: 0, meta: {} }, spider, rules);
+  const rules = extractResponse({ body: text, contentType, url: page.url }, spider, { crawlId, fetchedAt });
+  const hooked = await runPageHooks(options.module, { url: page.url, requestedUrl: url, status: page.status, headers: flatHeaders(page.headers), contentType, text, doc: rules.doc, crawlId, fetchedAt, depth: 0, meta: {} }, spider, rules);
   return { ...result, parsed: true, items: hooked.items, links: hooked.links.map((l) => l.url), invalid: hooked.invalid, invalidReasons: hooked.invalidReasons };
 }

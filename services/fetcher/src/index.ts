@@ -1,6 +1,6 @@
 import { RetryableError, errorMessage, jobId, type FetchJob } from '@crawlfleet/core';
 import { admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
-import { UserAgentRotation, encodeBody, fetchPage, flatHeaders, isHtml, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
+import { UserAgentRotation, encodeBody, fetchPage, flatHeaders, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, frontierTake, scopeVerdict } from '@crawlfleet/frontier';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, type ProxyEntry } from '@crawlfleet/politeness';
 import { DeferError, GiveUpError, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
@@ -16,8 +16,8 @@ const PROBE_SPIDER = { allowPrivateAddresses: true, limits: { maxResponseBytes: 
 
 /**
  * The fetch stage: download a page politely (robots.txt, fleet-wide host and proxy limits, proxy
- * health), classify the response, and hand an HTML body to the parse stage compressed. A job that
- * must wait for its host or proxy is parked (DeferError), so it holds no slot while it waits.
+ * health), classify the response, and hand an HTML or JSON body to the parse stage compressed. A
+ * job that must wait for its host or proxy is parked (DeferError), so it holds no slot while it waits.
  */
 export function startFetcher(ctx: FleetContext, options: FetcherOptions): RunningStage {
   const userAgents = new UserAgentRotation(ctx.env.userAgents);
@@ -91,7 +91,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         throw new RetryableError('ERR_HTTP_STATUS', verdict.reason, { url: data.url }, { retryAfterMs: outcome.retryAfterMs });
       }
       if (verdict.kind !== 'ok') throw new GiveUpError('ERR_HTTP_STATUS', verdict.reason, fetched, { url: data.url, status: page.status });
-      if (isHtml(page.contentType, page.body)) {
+      if (isParseable(page.contentType, page.body)) {
         await enqueueJobs(ctx.redis, ctx.keys, ctx.queues, 'parse', data.crawlId, [
           {
             id: jobId('parse', fingerprint),

@@ -1,7 +1,7 @@
 import { jobId } from '@crawlfleet/core';
 import { SettledUrls, admitAndEnqueue, enqueueJobs, noteInvalidReasons, parkedJobs } from '@crawlfleet/crawl';
-import { extractParsed, parseHtml, runPageHooks } from '@crawlfleet/extract';
-import { decodeBody, decodeHtml } from '@crawlfleet/fetch';
+import { extractResponse, runPageHooks } from '@crawlfleet/extract';
+import { decodeBody, decodePage } from '@crawlfleet/fetch';
 import { allowedHosts, frontierTake, scopeVerdict } from '@crawlfleet/frontier';
 import { createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
@@ -10,9 +10,10 @@ export interface ParserOptions {
 }
 
 /**
- * The parse stage: decode the page as a browser would, apply the spider's rules and its code hooks,
- * send items to the writers and then new links to the frontier, so a page's items never wait on
- * its links.
+ * The parse stage: decode the page as a browser would (a JSON page as JSON), apply the spider's
+ * rules for its kind (css rules to HTML, json rules to JSON; a body that is not JSON is dead-lettered
+ * ERR_PARSE) and then its code hooks, send items to the writers and then new links to the frontier,
+ * so a page's items never wait on its links.
  */
 export function startParser(ctx: FleetContext, options: ParserOptions): RunningStage {
   // Links this parser saw settled in a crawl's frontier are not offered to Redis again.
@@ -24,12 +25,11 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
     runsHooks: true,
     handler: async ({ data, crawl, fingerprint, incarnation, spiderModule }) => {
       const { spider } = crawl;
-      const text = decodeHtml(decodeBody(data.body, spider.limits.maxResponseBytes), data.contentType);
-      const { $ } = parseHtml(text);
-      const rules = extractParsed($, data.finalUrl, spider, { crawlId: data.crawlId, fetchedAt: data.fetchedAt });
+      const text = decodePage(decodeBody(data.body, spider.limits.maxResponseBytes), data.contentType);
+      const rules = extractResponse({ body: text, contentType: data.contentType, url: data.finalUrl }, spider, { crawlId: data.crawlId, fetchedAt: data.fetchedAt });
       const page = await runPageHooks(
         spiderModule,
-        { url: data.finalUrl, requestedUrl: data.url, status: data.status, headers: data.headers ?? { 'content-type': data.contentType }, contentType: data.contentType, text, $, crawlId: data.crawlId, fetchedAt: data.fetchedAt, depth: data.depth, meta: data.meta ?? {} },
+        { url: data.finalUrl, requestedUrl: data.url, status: data.status, headers: data.headers ?? { 'content-type': data.contentType }, contentType: data.contentType, text, doc: rules.doc, crawlId: data.crawlId, fetchedAt: data.fetchedAt, depth: data.depth, meta: data.meta ?? {} },
         spider,
         rules,
       );

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { jsonPathProblem } from './json-path.js';
 
 /** A string that must compile as a JavaScript regular expression. */
 const regex = z.string().superRefine((value, ctx) => {
@@ -37,21 +38,46 @@ const addressRange = z.string().refine((value) => {
   return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
 }, 'must be an IP address or a CIDR range such as "10.1.0.0/16"');
 
-export const fieldRuleSchema = z.strictObject({
-  css: z.string().min(1, 'css must not be empty'),
-  attr: z.string().min(1).optional(),
-  all: z.boolean().optional(),
-  regex: regex.optional(),
-  type: z.enum(['string', 'number', 'integer', 'boolean']).optional(),
-  absolute: z.boolean().optional(),
-  required: z.boolean().optional(),
+/** A JSON path (see json-path.ts): `a.b`, `items[0]`, `tags[*]`, `["odd key"]`, `$`. */
+const jsonPath = z.string().superRefine((value, ctx) => {
+  const problem = jsonPathProblem(value);
+  if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
 });
+
+export const fieldRuleSchema = z
+  .strictObject({
+    /** a CSS selector, for HTML pages */
+    css: z.string().min(1, 'css must not be empty').optional(),
+    /** a JSON path relative to the item's scope, for JSON pages */
+    json: jsonPath.optional(),
+    attr: z.string().min(1).optional(),
+    all: z.boolean().optional(),
+    regex: regex.optional(),
+    type: z.enum(['string', 'number', 'integer', 'boolean']).optional(),
+    absolute: z.boolean().optional(),
+    required: z.boolean().optional(),
+  })
+  .superRefine((field, ctx) => {
+    if ((field.css === undefined) === (field.json === undefined)) ctx.addIssue({ code: 'custom', message: 'a field needs exactly one of css or json' });
+    if (field.json !== undefined && field.attr !== undefined) ctx.addIssue({ code: 'custom', path: ['attr'], message: 'attr applies to css fields only' });
+  });
+
+type FieldKind = 'css' | 'json';
+
+/** A field's kind; undefined when it has both or neither (an error of its own). */
+function fieldKind(field: { css?: string | undefined; json?: string | undefined }): FieldKind | undefined {
+  if ((field.css === undefined) === (field.json === undefined)) return undefined;
+  return field.css !== undefined ? 'css' : 'json';
+}
 
 export const itemRuleSchema = z
   .strictObject({
     type: z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'must start with a letter; letters, digits, "_" and "-"'),
     match: regex.optional(),
+    /** one item per element this CSS selector matches (css fields) */
     each: z.string().min(1).optional(),
+    /** one item per element of the array this JSON path selects (json fields) */
+    eachJson: jsonPath.optional(),
     key: z.string().min(1).optional(),
     fields: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'field names are identifiers'), fieldRuleSchema),
   })
@@ -65,14 +91,49 @@ export const itemRuleSchema = z
         ctx.addIssue({ code: 'custom', path: ['fields', reserved], message: `"${reserved}" is set on every item and cannot be a field` });
       }
     }
+    if (rule.each !== undefined && rule.eachJson !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['eachJson'], message: 'a rule has each (css) or eachJson (json), not both' });
+    }
+    const kinds = Object.entries(rule.fields).flatMap(([name, field]) => {
+      const kind = fieldKind(field);
+      return kind ? [{ name, kind }] : [];
+    });
+    const first = kinds[0];
+    for (const { name, kind } of kinds) {
+      if (first && kind !== first.kind) {
+        ctx.addIssue({ code: 'custom', path: ['fields', name], message: `a rule's fields are all css or all json: "${first.name}" uses ${first.kind}, "${name}" uses ${kind}` });
+      }
+    }
+    const json = kinds.find((k) => k.kind === 'json');
+    const css = kinds.find((k) => k.kind === 'css');
+    if (rule.each !== undefined && json) {
+      ctx.addIssue({ code: 'custom', path: ['each'], message: `each is a CSS selector and needs css fields, but "${json.name}" uses json (use eachJson)` });
+    }
+    if (rule.eachJson !== undefined && css) {
+      ctx.addIssue({ code: 'custom', path: ['eachJson'], message: `eachJson needs json fields, but "${css.name}" uses css (use each)` });
+    }
   });
 
-export const followRuleSchema = z.strictObject({
-  css: z.string().min(1, 'css must not be empty'),
-  attr: z.string().min(1).optional(),
-  allow: regexList.optional(),
-  deny: regexList.optional(),
-});
+export const followRuleSchema = z
+  .strictObject({
+    /** a CSS selector, for HTML pages: each element's `attr` (default href) is a link */
+    css: z.string().min(1, 'css must not be empty').optional(),
+    /** a JSON path, for JSON pages: each string or number it selects is a link */
+    json: jsonPath.optional(),
+    attr: z.string().min(1).optional(),
+    /** json only: a URL with one `{}`, which receives each value URL-encoded */
+    format: z
+      .string()
+      .refine((value) => value.split('{}').length === 2, 'format needs exactly one "{}" placeholder')
+      .optional(),
+    allow: regexList.optional(),
+    deny: regexList.optional(),
+  })
+  .superRefine((rule, ctx) => {
+    if ((rule.css === undefined) === (rule.json === undefined)) ctx.addIssue({ code: 'custom', message: 'a follow rule needs exactly one of css or json' });
+    if (rule.json !== undefined && rule.attr !== undefined) ctx.addIssue({ code: 'custom', path: ['attr'], message: 'attr applies to css follow rules only' });
+    if (rule.css !== undefined && rule.format !== undefined) ctx.addIssue({ code: 'custom', path: ['format'], message: 'format applies to json follow rules only' });
+  });
 
 const hostPolitenessSchema = z.strictObject({
   concurrencyPerHost: z.int().min(1).optional(),
