@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PRODUCTS, groundTruth, jsonApiSpider, startJsonApiSite } from '../fixtures/json-api-site.mjs';
 import { ROOT, comparable, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
@@ -93,6 +93,28 @@ describe('crawlfleet crawl of a JSON API with a declarative spider', () => {
 
     const dead = JSON.parse((await runCli(['dead-letters', '--crawl-id', 'api-one', '--json'], { env })).stdout) as Record<string, unknown>[];
     expect(dead).toEqual([expect.objectContaining({ url: `${site.url}/api/products/999`, stage: 'fetch', code: 'ERR_HTTP_STATUS', reason: 'HTTP 404' })]);
+  });
+
+  test('a code spider (examples/json-api.ts, page.json() in its parse hook) yields exactly the same items and counters', async () => {
+    const source = readFileSync(join(ROOT, 'examples', 'json-api.ts'), 'utf8').replaceAll('127.0.0.1:8080', new URL(site.url).host);
+    const spider = join(dir, 'json-api.ts');
+    writeFileSync(spider, source);
+    const out = join(dir, 'code-items.jsonl');
+    const run = await runCli(['crawl', spider, '--crawl-id', 'api-code', '--out', out, '--json', '--concurrency', '8'], { env });
+    expect(run.stderr).not.toMatch(/"level":"(error|fatal)"/);
+    expect(run.code).toBe(0);
+    const truth = groundTruth(site.url);
+    const items = readJsonl(out);
+    expect(comparable(items.filter((i) => i.type === 'product'), PRODUCT_FIELDS)).toEqual(comparable(truth.products, PRODUCT_FIELDS));
+    expect(comparable(items.filter((i) => i.type === 'listing'), LISTING_FIELDS)).toEqual(comparable(truth.listings, LISTING_FIELDS));
+    expect(items).toHaveLength(truth.products.length + truth.listings.length);
+    const pages = truth.paths.size;
+    const final = JSON.parse(run.stdout.trim().split('\n').pop()!);
+    expect(final).toMatchObject({
+      state: 'done',
+      counters: { seen: pages, fetched: pages, parsed: pages - truth.failedPaths.length, items: items.length, written: items.length, invalid: truth.invalid, failed: truth.failedPaths.length },
+      invalidReasons: [{ reason: 'product: price: Invalid input: expected number, received null', count: 1 }],
+    });
   });
 
   test('a JSON page whose body is not JSON is dead-lettered ERR_PARSE with its reason, and the crawl ends done', async () => {

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as cheerio from 'cheerio';
 import { BOOKS_ARCHIVE, serveFolder, unpack } from '../fixtures/static-site.mjs';
@@ -24,13 +24,25 @@ describe('crawlfleet shell URL', () => {
   });
   afterAll(() => site.close());
 
+  test('a code spider (examples/books.ts): its parse hook\'s book item, with the computed price including tax', async () => {
+    const book = truth.details.find((d) => d.url.endsWith('/a-light-in-the-attic_1000/index.html'))!;
+    const code = join(dir, 'books.ts');
+    writeFileSync(code, readFileSync(join(ROOT, 'examples', 'books.ts'), 'utf8').replaceAll('127.0.0.1:8080', site.url.replace('http://', '')));
+    const run = await runCli(['shell', book.url, '--spider', code, '--json'], { env });
+    expect(run.code).toBe(0);
+    const out = JSON.parse(run.stdout);
+    const inStock = Number(/\((\d+) available\)/.exec(book.availability)![1]);
+    expect(out.items).toEqual([{ ...book, inStock, priceInclTax: 62.12, spider: 'books', crawlId: 'shell', fetchedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
+    expect(out).toMatchObject({ invalid: 0, invalidReasons: [] });
+  });
+
   test('a book page with examples/books.json: exactly its book item (--json)', async () => {
     const book = truth.details.find((d) => d.url.endsWith('/a-light-in-the-attic_1000/index.html'))!;
     const run = await runCli(['shell', book.url, '--spider', spider, '--json'], { env });
     expect(run.code).toBe(0);
     const out = JSON.parse(run.stdout);
-    expect(Object.keys(out).sort()).toEqual(['contentType', 'finalUrl', 'invalid', 'items', 'links', 'status', 'url']);
-    expect(out).toMatchObject({ url: book.url, finalUrl: book.url, status: 200, contentType: 'text/html; charset=utf-8', invalid: 0 });
+    expect(Object.keys(out).sort()).toEqual(['contentType', 'finalUrl', 'invalid', 'invalidReasons', 'items', 'links', 'status', 'url']);
+    expect(out).toMatchObject({ url: book.url, finalUrl: book.url, status: 200, contentType: 'text/html; charset=utf-8', invalid: 0, invalidReasons: [] });
     const inStock = Number(/\((\d+) available\)/.exec(book.availability)![1]);
     expect(out.items).toEqual([{ ...book, inStock, spider: 'books', crawlId: 'shell', fetchedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
     // the book pages it recommends, as the follow rule picks them
