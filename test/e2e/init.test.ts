@@ -99,7 +99,7 @@ describe('crawlfleet init NAME', () => {
     for (const hook of ['*parse(page, ctx)', 'request(url, ctx)', 'item(item, ctx)', 'schemas: {']) expect(text).toContain(hook);
   });
 
-  test('json and yaml starters crawl the books site to done with exactly the expected items', async () => {
+  test('json, yaml and ts starters crawl the books site to done with exactly the expected items', async () => {
     const root = unpack(BOOKS_ARCHIVE);
     const site = await serveFolder(root);
     try {
@@ -129,6 +129,19 @@ describe('crawlfleet init NAME', () => {
         expect(comparable(items.filter((i) => i.type === 'book'), bookFields)).toEqual(comparable(truth.details, bookFields));
         expect(items).toHaveLength(980 + 200);
       }
+
+      // The TypeScript starter: its parse hook builds the 200 books, with a computed price band.
+      expect((await runCli(['init', 'books', '--url', url, '--format', 'ts'], { env, cwd: dir })).code).toBe(0);
+      const validated = await runCli(['validate', 'books.ts'], { env, cwd: dir });
+      expect(validated.code).toBe(0);
+      expect(validated.stdout).toMatch(/^ok: books \(books\.ts\): 1 follow rule, 0 item rules, 1 start URL; code: hooks parse, request, item; schemas for book; module hash [0-9a-f]{16}\n$/);
+      const out = join(dir, 'items-ts.jsonl');
+      const run = await runCli(['crawl', 'books.ts', '--crawl-id', 'init-ts', '--out', out, '--json', '--quiet'], { env, cwd: dir });
+      expect(run.code).toBe(0);
+      expect(JSON.parse(run.stdout.trim().split('\n').pop()!)).toMatchObject({ state: 'done', counters: { items: 200, written: 200, invalid: 0 } });
+      const band = (price: number) => (price < 20 ? 'budget' : price < 40 ? 'mid-range' : 'premium');
+      const bookFields = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating', 'priceBand'];
+      expect(comparable(readJsonl(out), bookFields)).toEqual(comparable(truth.details.map((d) => ({ ...d, priceBand: band(d.price) })), bookFields));
     } finally {
       await site.close();
     }
