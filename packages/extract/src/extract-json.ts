@@ -1,10 +1,10 @@
 import type { Spider } from '@crawlfleet/core';
 import { canonicalizeUrl, passesAllowDeny } from '@crawlfleet/frontier';
 import { compileRules, type CompiledField, type CompiledJsonFollowRule, type CompiledJsonItemRule } from './compile.js';
-import { applyRegex, convertValue, type FieldValue } from './convert.js';
+import type { FieldValue } from './convert.js';
 import type { ExtractedItem, Extraction, PageMeta } from './extract.js';
 import { evaluateJsonPath, type JsonValue } from './json-path.js';
-import { isMissing, resolveUrl } from './resolve.js';
+import { isMissing, textFieldValue } from './resolve.js';
 
 /**
  * Pure: one value a json field selected, as the field gives it.
@@ -22,14 +22,7 @@ export function jsonFieldValue(value: unknown, field: Pick<CompiledField, 'type'
     if (field.type === undefined && typeof value !== 'string') return value;
     if (field.type === 'number' && typeof value === 'number') return value;
   }
-  let text = applyRegex(String(value).trim(), field.pattern);
-  if (text === undefined) return null;
-  if (field.absolute) {
-    const abs = resolveUrl(text, pageUrl);
-    if (abs === undefined) return null;
-    text = abs;
-  }
-  return convertValue(text, field.type);
+  return textFieldValue(String(value), field, pageUrl);
 }
 
 /**

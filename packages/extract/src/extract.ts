@@ -3,9 +3,9 @@ import type { AnyNode } from 'domhandler';
 import type { Spider } from '@crawlfleet/core';
 import { canonicalizeUrl, passesAllowDeny } from '@crawlfleet/frontier';
 import { compileRules, type CompiledField, type CompiledItemRule } from './compile.js';
-import { applyRegex, convertValue, type FieldValue, type ScalarValue } from './convert.js';
+import type { FieldValue, ScalarValue } from './convert.js';
 import { parseHtml, type HtmlParser } from './parse-html.js';
-import { isMissing, resolveUrl } from './resolve.js';
+import { isMissing, textFieldValue } from './resolve.js';
 
 export interface PageMeta {
   crawlId: string;
@@ -42,14 +42,7 @@ function rawValue($: Doc, el: AnyNode, field: CompiledField): string | undefined
 function fieldValue($: Doc, el: AnyNode, field: CompiledField, base: string): ScalarValue {
   const raw = rawValue($, el, field);
   if (raw === undefined) return null;
-  let value = applyRegex(raw.trim(), field.pattern);
-  if (value === undefined) return null;
-  if (field.absolute) {
-    const abs = resolveUrl(value, base);
-    if (abs === undefined) return null;
-    value = abs;
-  }
-  return convertValue(value, field.type);
+  return textFieldValue(raw, field, base);
 }
 
 function extractFields($: Doc, scope: cheerio.Cheerio<AnyNode>, rule: CompiledItemRule, base: string): ExtractedItem | undefined {
