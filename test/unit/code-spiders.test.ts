@@ -103,6 +103,13 @@ describe('runPageHooks: a code spider over one page', () => {
     expect(err).toMatchObject({ code: 'ERR_SPIDER_HOOK', message: 'parse hook threw at unit.ts:7: RangeError: no layout' });
   });
 
+  test('a parse hook that never settles fails the page after limits.timeoutMs', async () => {
+    const quick = validateSpider({ name: 'unit', startUrls: ['http://127.0.0.1:8080/'], limits: { timeoutMs: 150 } });
+    const hanging = moduleOf({ parse: () => new Promise(() => undefined) } as unknown as SpiderCode);
+    const err = await runPageHooks(hanging, page('<p>x</p>'), quick, { items: [], links: [], invalid: 0 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_SPIDER_HOOK', message: 'parse hook threw at unit.ts:7: did not finish within 150 ms (limits.timeoutMs)' });
+  });
+
   test('without a module the rules\' results pass through unchanged', async () => {
     const rules = { items: [{ type: 'rule', url: 'u', ...stamp }], links: ['http://127.0.0.1:8080/a'], invalid: 2 };
     expect(await runPageHooks(undefined, page(''), spider, rules)).toEqual({ items: rules.items, links: [{ url: 'http://127.0.0.1:8080/a', depth: 3 }], invalid: 2, invalidReasons: [] });

@@ -1,5 +1,5 @@
 import * as cheerio from 'cheerio';
-import { FOLLOW_MARK, SpiderHookError, hookFailure, itemKeyFields, type LoadedSpiderModule, type Spider } from '@crawlfleet/core';
+import { FOLLOW_MARK, SpiderHookError, hookFailure, itemKeyFields, withinHookDeadline, type LoadedSpiderModule, type Spider } from '@crawlfleet/core';
 import { canonicalizeUrl } from '@crawlfleet/frontier';
 import type { CrawlContext, FollowRequest, Item, Page } from '@crawlfleet/sdk';
 import type { ExtractedItem } from './extract.js';
@@ -119,7 +119,7 @@ export async function runPageHooks(module: LoadedSpiderModule | undefined, page:
     const found = { items: [] as unknown[], links: [] as unknown[] };
     try {
       const ctx = { ...hookContext(page, spider), rules: { items: rules.items as Item[], links: rules.links } };
-      await collect(code.parse(sdkPage(page) as never, ctx as never), found);
+      await withinHookDeadline(collect(code.parse(sdkPage(page) as never, ctx as never), found), spider.limits.timeoutMs);
     } catch (err) {
       throw new SpiderHookError('parse', err, module!.locate(err));
     }
@@ -154,7 +154,7 @@ async function checkItem(candidate: ExtractedItem, module: LoadedSpiderModule, p
   if (code.item) {
     let result: unknown;
     try {
-      result = await code.item(item as never, { ...hookContext(page, spider), pageUrl: page.url } as never);
+      result = await withinHookDeadline(Promise.resolve(code.item(item as never, { ...hookContext(page, spider), pageUrl: page.url } as never)), spider.limits.timeoutMs);
     } catch (err) {
       return `${type}: ${hookFailure('item', err, module.locate(err))}`;
     }

@@ -1,4 +1,4 @@
-import { SpiderHookError, type LoadedSpiderModule, type Spider } from '@crawlfleet/core';
+import { SpiderHookError, withinHookDeadline, type LoadedSpiderModule, type Spider } from '@crawlfleet/core';
 import type { HttpRequestShape } from './http-client.js';
 
 const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']);
@@ -47,7 +47,7 @@ export async function runRequestHook(module: LoadedSpiderModule | undefined, url
   const hook = module?.code.request;
   if (!hook) return undefined;
   try {
-    return requestShape(await hook(url as never, ctx as never));
+    return requestShape(await withinHookDeadline(Promise.resolve(hook(url as never, ctx as never)), ctx.spider.limits.timeoutMs));
   } catch (err) {
     throw new SpiderHookError('request', err, module.locate(err));
   }

@@ -61,3 +61,20 @@ export class SpiderHookError extends NonRetryableError {
 export function hookFailure(hook: string, err: unknown, place: string | undefined): string {
   return `${hook} hook: ${describeThrown(err)}${place ? ` (${place})` : ''}`;
 }
+
+/**
+ * A hook's work, bounded by the spider's request timeout: a hook that never settles (a promise
+ * nobody resolves) would otherwise hold its worker slot for ever, its lock renewed. A hook that
+ * blocks the event loop cannot be stopped this way; its job stalls and ends ERR_STALLED.
+ */
+export async function withinHookDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`did not finish within ${ms} ms (limits.timeoutMs)`)), ms);
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
