@@ -75,7 +75,7 @@ export function orderProxies(
   } else {
     // Efraimidis–Spirakis: key u^(1/w); sorting by it draws in proportion to the weights.
     ordered = pool
-      .map((p) => ({ p, k: Math.pow(random(), 1 / Math.max(proxyScore(p, options.now), 0.01)) }))
+      .map((p) => ({ p, k: random() ** (1 / Math.max(proxyScore(p, options.now), 0.01)) }))
       .sort((a, b) => b.k - a.k)
       .map((x) => x.p);
   }

@@ -28,6 +28,7 @@ export class ItemsRejectedError extends Error {
 }
 
 /** What a flush says of each item: undefined when stored, else why it was refused. */
+// biome-ignore lint/suspicious/noConfusingVoidType: void lets a flush that stored everything be a plain Promise<void> function (FileSink's)
 export type FlushOutcome = void | (string | undefined)[];
 
 export class Batcher<T> {

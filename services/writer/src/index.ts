@@ -44,7 +44,8 @@ class SinkPool {
         }, FAILED_OPEN_REUSE_MS);
         forget.unref();
       });
-      this.open.set(crawl.crawlId, (entry = opened));
+      entry = opened;
+      this.open.set(crawl.crawlId, entry);
     }
     if (entry.timer) clearTimeout(entry.timer);
     entry.timer = setTimeout(() => void this.close(crawl.crawlId), this.idleCloseMs);

@@ -35,7 +35,10 @@ async function frame(ctx: FleetContext, options: MonitorOptions, meters: Map<str
   for (const stage of STAGES) workers[stage] = (await ctx.queues[stage].getWorkers().catch(() => [])).length;
   const statuses = shown.map((status) => {
     let meter = meters.get(status.crawlId);
-    if (!meter) meters.set(status.crawlId, (meter = new RateMeter()));
+    if (!meter) {
+      meter = new RateMeter();
+      meters.set(status.crawlId, meter);
+    }
     return { status, pagesPerSecond: meter.add(status.counters.fetched) };
   });
   // The proxies belong to the fleet: read once a frame, whatever the number of crawls shown.
