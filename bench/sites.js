@@ -26,7 +26,7 @@ function baseOf($, url) {
   return href ? (canonical(href, url) ?? url) : url;
 }
 
-const firstText = ($, scope, css) => {
+const firstText = (scope, css) => {
   const el = scope.find(css).first();
   return el.length ? el.text().trim() : null;
 };
@@ -37,8 +37,8 @@ const numberIn = (text) => {
 
 /** The docs pages: title (required) and h1 of every page; follows every in-host link to an .html page. */
 function extractDoc($, url) {
-  const title = firstText($, $.root(), 'title');
-  const items = title ? [{ type: 'page', url, title, h1: firstText($, $.root(), 'h1') }] : [];
+  const title = firstText($.root(), 'title');
+  const items = title ? [{ type: 'page', url, title, h1: firstText($.root(), 'h1') }] : [];
   const base = baseOf($, url);
   const host = new URL(url).host;
   const links = new Set();
@@ -65,18 +65,18 @@ function extractBooks($, url) {
       const title = a.attr('title')?.trim();
       if (!link || !title) return;
       const rating = pod.find('p.star-rating').first().attr('class')?.match(/star-rating (\w+)/)?.[1] ?? null;
-      items.push({ type: 'listing', url, link, title, price: numberIn(firstText($, pod, '.price_color')), rating });
+      items.push({ type: 'listing', url, link, title, price: numberIn(firstText(pod, '.price_color')), rating });
     });
   }
   if (BOOK.test(url)) {
     const main = $.root();
-    const title = firstText($, main, '.product_main h1');
-    const upc = firstText($, main, 'table.table tr:first-child td');
+    const title = firstText(main, '.product_main h1');
+    const upc = firstText(main, 'table.table tr:first-child td');
     if (title && upc) {
-      const availability = firstText($, main, '.product_main .availability');
+      const availability = firstText(main, '.product_main .availability');
       const inStock = availability?.match(/\((\d+) available\)/)?.[1];
       const rating = main.find('.product_main p.star-rating').first().attr('class')?.match(/star-rating (\w+)/)?.[1] ?? null;
-      items.push({ type: 'book', url, title, price: numberIn(firstText($, main, '.product_main .price_color')), upc, availability, inStock: inStock ? Number(inStock) : null, rating });
+      items.push({ type: 'book', url, title, price: numberIn(firstText(main, '.product_main .price_color')), upc, availability, inStock: inStock ? Number(inStock) : null, rating });
     }
   }
   const host = new URL(url).host;
@@ -125,7 +125,11 @@ function groundTruth(root, startUrls, extract) {
     if (!existsSync(file) || !file.endsWith('.html')) continue;
     const found = extract(cheerio.load(readFileSync(file, 'utf8')), url);
     items += found.items.length;
-    for (const l of found.links) if (!seen.has(l)) (seen.add(l), queue.push(l));
+    for (const l of found.links) {
+      if (seen.has(l)) continue;
+      seen.add(l);
+      queue.push(l);
+    }
   }
   return { pages: queue.length, items };
 }
@@ -197,7 +201,10 @@ async function waitForPort(host, port) {
   const { connect } = await import('node:net');
   for (let i = 0; i < 100; i++) {
     const ok = await new Promise((resolve) => {
-      const s = connect(port, host, () => (s.destroy(), resolve(true)));
+      const s = connect(port, host, () => {
+        s.destroy();
+        resolve(true);
+      });
       s.on('error', () => resolve(false));
     });
     if (ok) return;

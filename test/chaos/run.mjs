@@ -24,7 +24,7 @@ import { Keys, STAGES } from '@crawlfleet/core';
 import { ROLES, ROOT, runCli, startFleet } from './fleet.mjs';
 import { installCleanup, killAllChildren, sleep, startFerretDb, startRedis } from './processes.mjs';
 import { markdownReport } from './report.mjs';
-import { docsSpider, findSiteRoot, hostNames, htmlFiles, pageUrl, serveSite } from './site.mjs';
+import { docsSpider, findSiteRoot, hostNames, pageUrl, serveSite } from './site.mjs';
 import { verify } from './verify.mjs';
 
 /** The scenarios. Progress points are fractions of the crawl's expected fetches or items. */
@@ -185,7 +185,7 @@ async function runScenario(scenario, ctx) {
   };
 
   writeFileSync(join(dir, 'spider.json'), JSON.stringify(docsSpider(hosts, site.port), null, 2));
-  writeFileSync(join(dir, 'urls.txt'), [...truth.pages.keys()].join('\n') + '\n');
+  writeFileSync(join(dir, 'urls.txt'), `${[...truth.pages.keys()].join('\n')}\n`);
   const seeded = await runCli(['seed', join(dir, 'spider.json'), '--crawl-id', crawlId, '--sink', 'mongo', '--urls-file', join(dir, 'urls.txt')], env);
   if (seeded.code !== 0) throw new Error(`seed exited ${seeded.code}: ${seeded.stderr.slice(-2000)}`);
   log(`seeded ${truth.pages.size} pages as crawl ${crawlId} (QUEUE_PREFIX ${prefix}, MongoDB database ${dbName})`);
@@ -260,7 +260,11 @@ async function runScenario(scenario, ctx) {
           while (!done && Date.now() < killAt) await sleep(100);
           if (done) break;
           let killed;
-          while (!done && !(killed = await fleet.killAndRestart('writer', random))) await sleep(200);
+          while (!done) {
+            killed = await fleet.killAndRestart('writer', random);
+            if (killed) break;
+            await sleep(200);
+          }
           if (!killed) break;
           injected.writerKillsInOutage++;
           log(`kill -9 writer-${killed.slot} during the outage; restarted at once`);

@@ -173,8 +173,11 @@ function composeSchemaValidator() {
   delete schema.$schema;
   const mismatched: string[] = [];
   const dropIds = (node: unknown, pointer: string): void => {
-    if (Array.isArray(node)) node.forEach((n, i) => dropIds(n, `${pointer}/${i}`));
-    else if (node !== null && typeof node === 'object') {
+    if (Array.isArray(node)) {
+      node.forEach((n, i) => {
+        dropIds(n, `${pointer}/${i}`);
+      });
+    } else if (node !== null && typeof node === 'object') {
       const o = node as Record<string, unknown>;
       if (typeof o.id === 'string') {
         if (o.id !== pointer && !(pointer === '#' && o.id === 'compose_spec.json')) mismatched.push(`${pointer}: id ${o.id}`);
@@ -602,7 +605,9 @@ describe('docker-compose.yml', () => {
 
     afterAll(async () => {
       for (const p of [...procs].reverse()) if (p.child.exitCode === null) p.child.kill('SIGTERM');
-      const killer = setTimeout(() => procs.forEach((p) => p.child.exitCode === null && p.child.kill('SIGKILL')), 20_000);
+      const killer = setTimeout(() => {
+        for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+      }, 20_000);
       await Promise.all(procs.map((p) => p.exited));
       clearTimeout(killer);
       if (mongo) {

@@ -16,7 +16,12 @@ function startWriter(env: NodeJS.ProcessEnv) {
   // More slots than the crawl has write jobs (249 pages with items): every job is tried at once.
   const writer = spawnCli(['worker', 'writer', '--concurrency', '300'], { env });
   let seen = '';
-  const ready = new Promise<void>((resolve) => writer.stderr!.on('data', (d: Buffer) => (seen += d.toString()).includes('"msg":"worker ready"') && resolve()));
+  const ready = new Promise<void>((resolve) =>
+    writer.stderr!.on('data', (d: Buffer) => {
+      seen += d.toString();
+      if (seen.includes('"msg":"worker ready"')) resolve();
+    }),
+  );
   return Object.assign(writer, { ready });
 }
 

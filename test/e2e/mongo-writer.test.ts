@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import { Keys, validateSpider } from '@crawlfleet/core';
-import { ItemsRejectedError, MongoSink, closeMongoConnections } from '@crawlfleet/storage';
+import { type ItemsRejectedError, MongoSink, closeMongoConnections } from '@crawlfleet/storage';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { startServer } from '../fixtures/http-server.mjs';
 import { REDIS_URL, comparable, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';

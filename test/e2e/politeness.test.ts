@@ -86,7 +86,7 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
     const site = await startPoliteSite({
       pages: 30,
       delayMs: 20,
-      behave: async (req, res, { host, path, headers }) => {
+      behave: async (_req, res, { host, path, headers }) => {
         if (host === 'shop-1.test' && path === '/p/5.html' && answered429At === undefined) {
           res.writeHead(429, { ...headers, 'retry-after': '3' });
           res.end('<html><body>slow down</body></html>');

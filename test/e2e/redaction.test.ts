@@ -95,7 +95,14 @@ describe('credentials with @, : and / never leave the process that was given the
     });
     proxy = await startAuthProxy('alice', PROXY_PW);
     // /p/3.html is missing: a dead letter whose record and failed job are read too.
-    site = await startPoliteSite({ pages: 8, behave: (_req, res, { path }) => (path === '/p/3.html' ? (res.writeHead(404).end('gone'), true) : false) });
+    site = await startPoliteSite({
+      pages: 8,
+      behave: (_req, res, { path }) => {
+        if (path !== '/p/3.html') return false;
+        res.writeHead(404).end('gone');
+        return true;
+      },
+    });
     const mongoHostDb = mongo.url.replace('mongodb://', '');
     urls.redisRaw = `redis://:${REDIS_PW}@127.0.0.1:${redisServer.port}`;
     urls.redisEncoded = `redis://:${encodeURIComponent(REDIS_PW)}@127.0.0.1:${redisServer.port}`;

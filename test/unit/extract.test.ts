@@ -59,7 +59,7 @@ describe('extractPage', () => {
   });
 
   test('hostile HTML does not throw', () => {
-    const nasty = '<div class="p"><a href="http://[::1">x</a><span class="price">1</span>' + '<div>'.repeat(5000) + '\u0000<<<>>>';
+    const nasty = `<div class="p"><a href="http://[::1">x</a><span class="price">1</span>${'<div>'.repeat(5000)}\u0000<<<>>>`;
     expect(() => extractPage(nasty, 'http://shop.test/list.html', spider, meta)).not.toThrow();
   });
 });

@@ -86,7 +86,10 @@ describe('proxy health and selection', () => {
   const banned = proxy('banned', { ok: '100', banned: '1' });
   test('weighted: drawn in proportion to score; banned proxies never', () => {
     let seed = 1;
-    const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+    const random = () => {
+      seed = (seed * 16807) % 2147483647;
+      return seed / 2147483647;
+    };
     const firsts = { good: 0, poor: 0 } as Record<string, number>;
     for (let i = 0; i < 2000; i++) {
       const order = orderProxies('weighted', [good, poor, banned], { now, random });

@@ -39,8 +39,12 @@ async function cuttableRelay(targetPort: number): Promise<{ port: number; hold()
   await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
   return {
     port,
-    hold: () => void (holding = true),
-    cut: () => sockets.forEach((s) => s.destroy()),
+    hold: () => {
+      holding = true;
+    },
+    cut: () => {
+      for (const s of sockets) s.destroy();
+    },
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }
@@ -155,7 +159,15 @@ describe("the writer's outage decisions", () => {
 
   test('an outage is logged once when it starts and once when it ends; the gauge follows', () => {
     const lines: Record<string, unknown>[] = [];
-    const log = pino({ level: 'info' }, new Writable({ write: (chunk, _e, done) => void (lines.push(JSON.parse(String(chunk))), done()) }));
+    const log = pino(
+      { level: 'info' },
+      new Writable({
+        write: (chunk, _e, done) => {
+          lines.push(JSON.parse(String(chunk)));
+          done();
+        },
+      }),
+    );
     const gauge: number[] = [];
     const outages = new SinkOutages(log, (n) => gauge.push(n));
     const mongo = sinkLabel({ kind: 'mongo', url: 'mongodb://u:secret@db:27017/items' }, 'mongodb://unused');
