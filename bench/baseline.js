@@ -14,7 +14,7 @@ let pages = 0;
 let items = 0;
 const keep = (found) => {
   items += found.items.length;
-  if (found.items.length) out.write(found.items.map((i) => JSON.stringify(i)).join('\n') + '\n');
+  if (found.items.length) out.write(`${found.items.map((i) => JSON.stringify(i)).join('\n')}\n`);
 };
 
 /** got + cheerio, an in-memory frontier (a FIFO and a Set), `concurrency` requests in flight. */
@@ -32,7 +32,11 @@ async function bare() {
       if (res.statusCode !== 200) return;
       const found = extract(cheerio.load(res.body), url);
       keep(found);
-      for (const l of found.links) if (!seen.has(l)) (seen.add(l), queue.push(l));
+      for (const l of found.links) {
+        if (seen.has(l)) continue;
+        seen.add(l);
+        queue.push(l);
+      }
     };
     const pump = () => {
       while (active < job.concurrency && next < queue.length) {

@@ -44,7 +44,12 @@ async function startRedis(dir) {
   const redis = new Redis(port, '127.0.0.1', { retryStrategy: (n) => (n > 100 ? null : 50) });
   redis.on('error', () => undefined); // refused until the server listens; retried
   await new Promise((resolve) => redis.once('ready', resolve));
-  return { port, redis, stop: async () => (redis.disconnect(), child.kill('SIGTERM'), await once(child, 'exit')) };
+  const stop = async () => {
+    redis.disconnect();
+    child.kill('SIGTERM');
+    await once(child, 'exit');
+  };
+  return { port, redis, stop };
 }
 
 async function usedMemory(redis) {

@@ -47,7 +47,10 @@ function fleetEnv(ctx, prefix, extra = {}) {
 /** Pure over the file: the requests all processes of a run sent to Redis. */
 function requestsSent(env) {
   if (!existsSync(env.BENCH_REDIS_REQUESTS_FILE)) return 0;
-  return readFileSync(env.BENCH_REDIS_REQUESTS_FILE, 'utf8').trim().split('\n').reduce((sum, line) => sum + Number(line.split(' ')[1]), 0);
+  return readFileSync(env.BENCH_REDIS_REQUESTS_FILE, 'utf8')
+    .trim()
+    .split('\n')
+    .reduce((sum, line) => sum + Number(line.split(' ')[1]), 0);
 }
 
 /** Deletes every key of a run's prefix, so the next run starts from the same Redis. */
@@ -67,7 +70,10 @@ async function fleet1p(site, ctx) {
   const before = await snapshot(ctx.redis);
   const started = performance.now();
   const env = fleetEnv(ctx, prefix);
-  const proc = await runMeasured('crawl', CLI, ['crawl', spider, '--out', join(ctx.dir, `items-${prefix}.jsonl`), '--json', '--quiet', '--concurrency', String(ctx.concurrency)], { env, dir: ctx.dir });
+  const proc = await runMeasured('crawl', CLI, ['crawl', spider, '--out', join(ctx.dir, `items-${prefix}.jsonl`), '--json', '--quiet', '--concurrency', String(ctx.concurrency)], {
+    env,
+    dir: ctx.dir,
+  });
   const seconds = (performance.now() - started) / 1000;
   const after = await snapshot(ctx.redis);
   const status = JSON.parse(proc.stdout.trim().split('\n').pop());

@@ -45,7 +45,11 @@ export function redisCost(before, after, pages, requests) {
   const names = new Set([...Object.keys(after.commands), ...Object.keys(before.commands)]);
   const commands = [...names].reduce((sum, n) => sum + delta(n), 0);
   const scripts = SCRIPT_COMMANDS.reduce((sum, n) => sum + delta(n), 0);
-  const top = [...names].map((n) => [n, delta(n)]).filter(([, d]) => d > 0).sort((a, b) => b[1] - a[1]).slice(0, 8);
+  const top = [...names]
+    .map((n) => [n, delta(n)])
+    .filter(([, d]) => d > 0)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 8);
   return {
     commandsPerPage: round(commands / pages, 2),
     scriptCallsPerPage: round(scripts / pages, 2),

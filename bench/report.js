@@ -75,17 +75,39 @@ function rows(headers, lines) {
 export function printTable(results) {
   const headers = ['site', 'mode', 'round', 'pages/s', '×bare', 'CPU s/1k pages', 'peak RSS MB', 'Redis cmds/page', 'round trips/page', 'Redis CPU ms/page', 'store items/s'];
   const lines = results.runs.map((r) => [
-    r.site, r.mode + (r.mix && !r.mode.includes(r.mix) ? ` ${r.mix}` : ''), r.round, r.pagesPerSecond, r.ratioToBare, r.cpuSecondsPer1000Pages,
-    Object.entries(r.peakRssMB).filter(([role]) => !['seed', 'wait', 'status'].includes(role)).map(([, v]) => v).join('/'),
-    r.redis?.commandsPerPage, r.redis?.roundTripsPerPage, r.redis?.cpuMsPerPage, r.storeItemsPerSecond,
+    r.site,
+    r.mode + (r.mix && !r.mode.includes(r.mix) ? ` ${r.mix}` : ''),
+    r.round,
+    r.pagesPerSecond,
+    r.ratioToBare,
+    r.cpuSecondsPer1000Pages,
+    Object.entries(r.peakRssMB)
+      .filter(([role]) => !['seed', 'wait', 'status'].includes(role))
+      .map(([, v]) => v)
+      .join('/'),
+    r.redis?.commandsPerPage,
+    r.redis?.roundTripsPerPage,
+    r.redis?.cpuMsPerPage,
+    r.storeItemsPerSecond,
   ]);
   console.log('\nRuns:');
   console.log(rows(headers, lines));
   const medianLines = Object.entries(results.medians).flatMap(([site, modes]) =>
     Object.entries(modes).map(([mode, m]) => [
-      site, mode + (m.mix ? ` ${m.mix}` : ''), `${m.runs} runs`, m.pagesPerSecond, m.ratioToBare, m.cpuSecondsPer1000Pages,
-      Object.entries(m.peakRssMB).filter(([role]) => !['seed', 'wait', 'status'].includes(role)).map(([, v]) => v).join('/'),
-      m.redis?.commandsPerPage, m.redis?.roundTripsPerPage, m.redis?.cpuMsPerPage, m.storeItemsPerSecond,
+      site,
+      mode + (m.mix ? ` ${m.mix}` : ''),
+      `${m.runs} runs`,
+      m.pagesPerSecond,
+      m.ratioToBare,
+      m.cpuSecondsPer1000Pages,
+      Object.entries(m.peakRssMB)
+        .filter(([role]) => !['seed', 'wait', 'status'].includes(role))
+        .map(([, v]) => v)
+        .join('/'),
+      m.redis?.commandsPerPage,
+      m.redis?.roundTripsPerPage,
+      m.redis?.cpuMsPerPage,
+      m.storeItemsPerSecond,
     ]),
   );
   console.log(`\nMedians (peak RSS per process: fetcher/parser(s)/writer for fleet-np):`);
@@ -93,6 +115,8 @@ export function printTable(results) {
   if (Object.keys(results.npMixTrial).length) console.log(`\nfleet-np mixes tried in round 1 (pages/s): ${JSON.stringify(results.npMixTrial)}`);
   if (results.memory) {
     const m = results.memory;
-    console.log(`\nRedis at ${m.urls.toLocaleString('en')} queued URLs: ${m.bytesPerQueuedUrl} bytes per queued URL, ${m.bytesPerSeenUrl} bytes per seen URL (${m.seenIndexKeys} key(s)); seeding ${m.seedingUrlsPerSecond} URLs/s (${m.seedSeconds} s)`);
+    console.log(
+      `\nRedis at ${m.urls.toLocaleString('en')} queued URLs: ${m.bytesPerQueuedUrl} bytes per queued URL, ${m.bytesPerSeenUrl} bytes per seen URL (${m.seenIndexKeys} key(s)); seeding ${m.seedingUrlsPerSecond} URLs/s (${m.seedSeconds} s)`,
+    );
   }
 }

@@ -92,7 +92,9 @@ try {
             throw new Error(`${name} ${mode} round ${round + 1}: ${run.pages} pages and ${run.items} items, expected ${site.truth.pages} and ${site.truth.items}`);
           }
           siteRuns.push(record);
-          progress(`${name} round ${round + 1} ${mode}${run.mix ? ` ${run.mix}` : ''}: ${run.seconds.toFixed(1)} s, ${Math.round(run.pages / run.seconds)} pages/s, CPU ${run.processes.reduce((s, p) => s + p.cpuSeconds, 0).toFixed(1)} s`);
+          progress(
+            `${name} round ${round + 1} ${mode}${run.mix ? ` ${run.mix}` : ''}: ${run.seconds.toFixed(1)} s, ${Math.round(run.pages / run.seconds)} pages/s, CPU ${run.processes.reduce((s, p) => s + p.cpuSeconds, 0).toFixed(1)} s`,
+          );
         }
         if (mode === 'fleet-np' && round === 0) {
           const trial = siteRuns.filter((r) => r.mode === 'fleet-np' && r.round === 1);

@@ -26,7 +26,7 @@ function baseOf($, url) {
   return href ? (canonical(href, url) ?? url) : url;
 }
 
-const firstText = ($, scope, css) => {
+const firstText = (scope, css) => {
   const el = scope.find(css).first();
   return el.length ? el.text().trim() : null;
 };
@@ -37,8 +37,8 @@ const numberIn = (text) => {
 
 /** The docs pages: title (required) and h1 of every page; follows every in-host link to an .html page. */
 function extractDoc($, url) {
-  const title = firstText($, $.root(), 'title');
-  const items = title ? [{ type: 'page', url, title, h1: firstText($, $.root(), 'h1') }] : [];
+  const title = firstText($.root(), 'title');
+  const items = title ? [{ type: 'page', url, title, h1: firstText($.root(), 'h1') }] : [];
   const base = baseOf($, url);
   const host = new URL(url).host;
   const links = new Set();
@@ -64,19 +64,29 @@ function extractBooks($, url) {
       const link = a.attr('href') && canonical(a.attr('href'), base);
       const title = a.attr('title')?.trim();
       if (!link || !title) return;
-      const rating = pod.find('p.star-rating').first().attr('class')?.match(/star-rating (\w+)/)?.[1] ?? null;
-      items.push({ type: 'listing', url, link, title, price: numberIn(firstText($, pod, '.price_color')), rating });
+      const rating =
+        pod
+          .find('p.star-rating')
+          .first()
+          .attr('class')
+          ?.match(/star-rating (\w+)/)?.[1] ?? null;
+      items.push({ type: 'listing', url, link, title, price: numberIn(firstText(pod, '.price_color')), rating });
     });
   }
   if (BOOK.test(url)) {
     const main = $.root();
-    const title = firstText($, main, '.product_main h1');
-    const upc = firstText($, main, 'table.table tr:first-child td');
+    const title = firstText(main, '.product_main h1');
+    const upc = firstText(main, 'table.table tr:first-child td');
     if (title && upc) {
-      const availability = firstText($, main, '.product_main .availability');
+      const availability = firstText(main, '.product_main .availability');
       const inStock = availability?.match(/\((\d+) available\)/)?.[1];
-      const rating = main.find('.product_main p.star-rating').first().attr('class')?.match(/star-rating (\w+)/)?.[1] ?? null;
-      items.push({ type: 'book', url, title, price: numberIn(firstText($, main, '.product_main .price_color')), upc, availability, inStock: inStock ? Number(inStock) : null, rating });
+      const rating =
+        main
+          .find('.product_main p.star-rating')
+          .first()
+          .attr('class')
+          ?.match(/star-rating (\w+)/)?.[1] ?? null;
+      items.push({ type: 'book', url, title, price: numberIn(firstText(main, '.product_main .price_color')), upc, availability, inStock: inStock ? Number(inStock) : null, rating });
     }
   }
   const host = new URL(url).host;
@@ -125,7 +135,11 @@ function groundTruth(root, startUrls, extract) {
     if (!existsSync(file) || !file.endsWith('.html')) continue;
     const found = extract(cheerio.load(readFileSync(file, 'utf8')), url);
     items += found.items.length;
-    for (const l of found.links) if (!seen.has(l)) (seen.add(l), queue.push(l));
+    for (const l of found.links) {
+      if (seen.has(l)) continue;
+      seen.add(l);
+      queue.push(l);
+    }
   }
   return { pages: queue.length, items };
 }
@@ -164,9 +178,7 @@ export const extractorName = (site) => (site.extract === extractBooks ? 'books' 
 
 function nginxConfig(dir, port, servers) {
   const user = process.getuid?.() === 0 ? 'user nobody nogroup;' : '';
-  const blocks = servers
-    .map((s) => `  server {\n${s.hosts.map((h) => `    listen ${h}:${port};`).join('\n')}\n    root ${s.root};\n  }`)
-    .join('\n');
+  const blocks = servers.map((s) => `  server {\n${s.hosts.map((h) => `    listen ${h}:${port};`).join('\n')}\n    root ${s.root};\n  }`).join('\n');
   return `${user}
 worker_processes 1;
 daemon off;
@@ -197,7 +209,10 @@ async function waitForPort(host, port) {
   const { connect } = await import('node:net');
   for (let i = 0; i < 100; i++) {
     const ok = await new Promise((resolve) => {
-      const s = connect(port, host, () => (s.destroy(), resolve(true)));
+      const s = connect(port, host, () => {
+        s.destroy();
+        resolve(true);
+      });
       s.on('error', () => resolve(false));
     });
     if (ok) return;
@@ -219,7 +234,14 @@ export async function startSites({ dir, port, concurrency }) {
   const sites = defineSites({ port, docsRoot, booksRoot, concurrency });
   mkdirSync(dir, { recursive: true });
   const conf = join(dir, 'nginx.conf');
-  writeFileSync(conf, nginxConfig(dir, port, Object.values(sites).map((s) => ({ hosts: s.hosts, root: s.root }))));
+  writeFileSync(
+    conf,
+    nginxConfig(
+      dir,
+      port,
+      Object.values(sites).map((s) => ({ hosts: s.hosts, root: s.root })),
+    ),
+  );
   const child = spawn('nginx', ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'inherit', 'inherit'] });
   const exited = new Promise((resolve) => child.on('exit', resolve));
   await Promise.race([waitForPort(MULTI_HOSTS[0], port), exited.then((code) => Promise.reject(new Error(`nginx exited ${code}; see ${dir}/error.log`)))]);

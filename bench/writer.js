@@ -28,8 +28,15 @@ function castCostPer1000() {
 
 function items(run) {
   return Array.from({ length: ITEMS }, (_, i) => ({
-    type: 'book', url: `http://h/${run}/${i}`, upc: `${run}-${i}`, title: `Book ${i}`, price: i / 100,
-    tags: ['a', 'b'], spider: 'bench', crawlId: run, fetchedAt: new Date().toISOString(),
+    type: 'book',
+    url: `http://h/${run}/${i}`,
+    upc: `${run}-${i}`,
+    title: `Book ${i}`,
+    price: i / 100,
+    tags: ['a', 'b'],
+    spider: 'bench',
+    crawlId: run,
+    fetchedAt: new Date().toISOString(),
   }));
 }
 

@@ -3,8 +3,8 @@
 # tinyproxy for the proxy tests, openssl for their https site, Debian's w3lib and parsel for the
 # real-pages test's reference decoder, Prometheus and Chromium for the observability test, kustomize
 # for the Kubernetes test, docker-compose for `config`, python3-doc for the chaos suite's site),
-# starts a private Redis on a free loopback port, builds, type-checks, runs every jest project, then
-# the chaos suite's short form (test/chaos).
+# starts a private Redis on a free loopback port, builds, lints and checks formatting (`biome ci`),
+# type-checks, runs every jest project, then the chaos suite's short form (test/chaos).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
@@ -21,6 +21,7 @@ ensure_debian_package redis-server redis-server
 compgen -G '/usr/share/doc/python3*-doc/html/index.html' >/dev/null || ensure_debian_package "(python3-doc)" python3-doc
 ensure_kustomize
 prepare_private_run "$root"
+npm run --silent check
 npm run --silent typecheck
 node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand --forceExit "$@"
 # The chaos suite's short form (about 2-4 minutes; `npm run test:chaos` is the full form), after the

@@ -153,7 +153,9 @@ export async function startFerretDb(bin, dir, pingUntilUp) {
       // A restarted FerretDB has once been seen to close every connection for minutes; one that
       // does not answer a ping within 15 s is started again (its log says so).
       for (let attempt = 1; ; attempt++) {
-        child = spawnLogged(bin, ['--handler=sqlite', `--sqlite-url=file:${dir}/`, `--listen-addr=127.0.0.1:${port}`, '--telemetry=disable', '--debug-addr=-', '--log-level=warn'], { logFile: join(dir, 'ferretdb.log') });
+        child = spawnLogged(bin, ['--handler=sqlite', `--sqlite-url=file:${dir}/`, `--listen-addr=127.0.0.1:${port}`, '--telemetry=disable', '--debug-addr=-', '--log-level=warn'], {
+          logFile: join(dir, 'ferretdb.log'),
+        });
         await waitForPort(port, 30_000, 'FerretDB');
         if (await pingUntilUp(mongo.url, 15_000)) return;
         await kill9(child);

@@ -22,7 +22,7 @@ export function markdownReport(results, meta) {
     ['scenario', 'ended', 'pages', 'items expected', 'items stored', 'missing', 'duplicates', 'wrong title', 'written again', 'dead letters (expected)', 'counters', 'duration (s)', 'verdict'],
     results.map((r) => [
       r.name,
-      r.found.endedDone ? 'done' : r.found.finalState ?? 'unknown',
+      r.found.endedDone ? 'done' : (r.found.finalState ?? 'unknown'),
       r.found.pages,
       r.found.itemsExpected,
       r.found.itemsStored,

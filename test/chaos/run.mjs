@@ -24,7 +24,7 @@ import { Keys, STAGES } from '@crawlfleet/core';
 import { ROLES, ROOT, runCli, startFleet } from './fleet.mjs';
 import { installCleanup, killAllChildren, sleep, startFerretDb, startRedis } from './processes.mjs';
 import { markdownReport } from './report.mjs';
-import { docsSpider, findSiteRoot, hostNames, htmlFiles, pageUrl, serveSite } from './site.mjs';
+import { docsSpider, findSiteRoot, hostNames, pageUrl, serveSite } from './site.mjs';
 import { verify } from './verify.mjs';
 
 /** The scenarios. Progress points are fractions of the crawl's expected fetches or items. */
@@ -185,7 +185,7 @@ async function runScenario(scenario, ctx) {
   };
 
   writeFileSync(join(dir, 'spider.json'), JSON.stringify(docsSpider(hosts, site.port), null, 2));
-  writeFileSync(join(dir, 'urls.txt'), [...truth.pages.keys()].join('\n') + '\n');
+  writeFileSync(join(dir, 'urls.txt'), `${[...truth.pages.keys()].join('\n')}\n`);
   const seeded = await runCli(['seed', join(dir, 'spider.json'), '--crawl-id', crawlId, '--sink', 'mongo', '--urls-file', join(dir, 'urls.txt')], env);
   if (seeded.code !== 0) throw new Error(`seed exited ${seeded.code}: ${seeded.stderr.slice(-2000)}`);
   log(`seeded ${truth.pages.size} pages as crawl ${crawlId} (QUEUE_PREFIX ${prefix}, MongoDB database ${dbName})`);
@@ -260,7 +260,11 @@ async function runScenario(scenario, ctx) {
           while (!done && Date.now() < killAt) await sleep(100);
           if (done) break;
           let killed;
-          while (!done && !(killed = await fleet.killAndRestart('writer', random))) await sleep(200);
+          while (!done) {
+            killed = await fleet.killAndRestart('writer', random);
+            if (killed) break;
+            await sleep(200);
+          }
           if (!killed) break;
           injected.writerKillsInOutage++;
           log(`kill -9 writer-${killed.slot} during the outage; restarted at once`);
@@ -326,7 +330,11 @@ async function runScenario(scenario, ctx) {
   watcher.disconnect();
 
   const client = await MongoClient.connect(env.MONGO_URL, { serverSelectionTimeoutMS: 30_000 });
-  const stored = await client.db().collection('page').find({}, { projection: { _id: 1, url: 1, title: 1, firstSeenAt: 1, lastSeenAt: 1 } }).toArray();
+  const stored = await client
+    .db()
+    .collection('page')
+    .find({}, { projection: { _id: 1, url: 1, title: 1, firstSeenAt: 1, lastSeenAt: 1 } })
+    .toArray();
   await client.close();
 
   const found = verify({
@@ -388,7 +396,9 @@ async function main() {
     site = await serveSite(siteRoot);
     const hosts = hostNames(plan.hosts);
     const [truth, redis, mongo] = await Promise.all([groundTruth(siteRoot, hosts, site.port), startRedis(join(runDir, 'redis')), startFerretDb(ferretBin, join(runDir, 'ferretdb'), mongoAnswers)]);
-    say(`site ${siteRoot}: ${truth.pagesPerHost} pages × ${hosts.length} hosts = ${truth.pages.size} pages on 127.0.0.1:${site.port}; ${truth.dead.size} broken links (404); Redis ${redis.url} (AOF); FerretDB ${mongo.url}`);
+    say(
+      `site ${siteRoot}: ${truth.pagesPerHost} pages × ${hosts.length} hosts = ${truth.pages.size} pages on 127.0.0.1:${site.port}; ${truth.dead.size} broken links (404); Redis ${redis.url} (AOF); FerretDB ${mongo.url}`,
+    );
     for (const scenario of scenarios) {
       const result = await runScenario(scenario, { redis, mongo, site, truth, hosts, runDir });
       results.push(result);

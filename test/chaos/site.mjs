@@ -15,7 +15,7 @@ export function findSiteRoot() {
         .sort((a, b) => Number(b.split('.')[1].split('-')[0]) - Number(a.split('.')[1].split('-')[0]))
     : [];
   if (candidates.length === 0) {
-    throw Object.assign(new Error('no site for the chaos suite: install Debian\'s python3-doc (apt-get install python3-doc), or set CHAOS_SITE to a folder of .html pages'), { exitCode: 2 });
+    throw Object.assign(new Error("no site for the chaos suite: install Debian's python3-doc (apt-get install python3-doc), or set CHAOS_SITE to a folder of .html pages"), { exitCode: 2 });
   }
   return join(docs, candidates[0], 'html');
 }

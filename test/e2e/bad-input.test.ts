@@ -18,12 +18,19 @@ describe('bad input gets a clear error and loses nothing', () => {
     ['an unknown field type', { ...base, items: [{ ...product, fields: { ...product.fields, title: { css: 'h1', type: 'float' } } }] }, /items\[0\]\.fields\.title\.type: /],
     ['a follow rule without css or json', { ...base, follow: [{ allow: ['x'] }] }, /follow\[0\]: a follow rule needs exactly one of css or json/],
     ['a bad JSON path', { ...base, follow: [{ json: 'items[*.id', format: '/p/{}' }] }, /follow\[0\]\.json: invalid JSON path "items\[\*\.id": expected "\]" after "\[\*" at character 8/],
-    ['css and json fields in one rule', { ...base, items: [{ ...product, fields: { ...product.fields, stock: { json: 'stock.count' } } }] }, /items\[0\]\.fields\.stock: a rule's fields are all css or all json: "title" uses css, "stock" uses json/],
+    [
+      'css and json fields in one rule',
+      { ...base, items: [{ ...product, fields: { ...product.fields, stock: { json: 'stock.count' } } }] },
+      /items\[0\]\.fields\.stock: a rule's fields are all css or all json: "title" uses css, "stock" uses json/,
+    ],
     ['an unknown key', { ...base, maxDepht: 3 }, /\(top level\): unknown key\(s\) "maxDepht"/],
     ['a key that is not a field', { ...base, items: [{ ...product, key: 'isbn' }] }, /items\[0\]\.key: key "isbn" is not one of the fields/],
   ])('a spider with %s exits 2, naming the file and the path', async (_what, spider, pattern) => {
     const file = writeJson(dir, 'bad-spider.json', spider);
-    for (const command of [['crawl', file], ['seed', file]]) {
+    for (const command of [
+      ['crawl', file],
+      ['seed', file],
+    ]) {
       const run = await runCli(command, { env });
       expect(run.code).toBe(2);
       expect(run.stderr).toContain(`${file}: `);
@@ -52,7 +59,10 @@ describe('bad input gets a clear error and loses nothing', () => {
     const spider = writeJson(dir, 'proxied.json', base);
     const file = `${dir}/proxies.txt`;
     (await import('node:fs')).writeFileSync(file, '# pool\nhttp://127.0.0.1:3128\n\nsocks5://bob:hunter2@127.0.0.1:1080\n');
-    for (const command of [['crawl', spider, '--proxies', file], ['worker', 'fetcher', '--proxies', file]]) {
+    for (const command of [
+      ['crawl', spider, '--proxies', file],
+      ['worker', 'fetcher', '--proxies', file],
+    ]) {
       const run = await runCli(command, { env });
       expect(run.code).toBe(2);
       expect(run.stderr).toContain(`${file}:4: must be http:// or https://, got socks5:`);
@@ -99,7 +109,11 @@ describe('bad input gets a clear error and loses nothing', () => {
       await fetchQueue.add('fetch', { crawlId: 'poison', url: 'not a url', depth: -1 }, { jobId: 'fbad1' });
       // pending first, as the fleet does: a parser that took the job before would find it not pending and drop it
       await redis.sadd(keys.crawl('poison').pending.parse, 'pbad2');
-      await parseQueue.add('parse', { crawlId: 'poison', url: `${site.url}/x`, finalUrl: `${site.url}/x`, depth: 0, status: 200, contentType: 'text/html', fetchedAt: new Date().toISOString(), body: 'not gzip' }, { jobId: 'pbad2' });
+      await parseQueue.add(
+        'parse',
+        { crawlId: 'poison', url: `${site.url}/x`, finalUrl: `${site.url}/x`, depth: 0, status: 200, contentType: 'text/html', fetchedAt: new Date().toISOString(), body: 'not gzip' },
+        { jobId: 'pbad2' },
+      );
       await fetchQueue.add('fetch', { hello: 'world' }, { jobId: 'fbad3' });
       const waited = await runCli(['wait', '--crawl-id', 'poison', '--timeout', '60'], { env });
       expect(waited.code).toBe(0);

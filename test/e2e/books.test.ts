@@ -25,8 +25,18 @@ describe('the real books.toscrape.com pages', () => {
       const items = readJsonl(out);
       const listingFields = ['type', 'link', 'title', 'price', 'rating'];
       const bookFields = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating'];
-      expect(comparable(items.filter((i) => i.type === 'listing'), listingFields)).toEqual(comparable(truth.listings, listingFields));
-      expect(comparable(items.filter((i) => i.type === 'book'), bookFields)).toEqual(comparable(truth.details, bookFields));
+      expect(
+        comparable(
+          items.filter((i) => i.type === 'listing'),
+          listingFields,
+        ),
+      ).toEqual(comparable(truth.listings, listingFields));
+      expect(
+        comparable(
+          items.filter((i) => i.type === 'book'),
+          bookFields,
+        ),
+      ).toEqual(comparable(truth.details, bookFields));
       // A title with a double quote sits in a single-quoted attribute; it must come through whole.
       expect(items.some((i) => typeof i.title === 'string' && i.title.includes('"'))).toBe(true);
 

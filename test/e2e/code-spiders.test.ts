@@ -47,9 +47,19 @@ describe('code spiders', () => {
       const items = readJsonl(out);
       const listingFields = ['type', 'link', 'title', 'price', 'rating'];
       const bookFields = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating', 'priceInclTax'];
-      expect(comparable(items.filter((i) => i.type === 'listing'), listingFields)).toEqual(comparable(truth.listings, listingFields));
+      expect(
+        comparable(
+          items.filter((i) => i.type === 'listing'),
+          listingFields,
+        ),
+      ).toEqual(comparable(truth.listings, listingFields));
       const withTax = truth.details.map((d) => ({ ...d, priceInclTax: Math.round(d.price * 120) / 100 }));
-      expect(comparable(items.filter((i) => i.type === 'book'), bookFields)).toEqual(comparable(withTax, bookFields));
+      expect(
+        comparable(
+          items.filter((i) => i.type === 'book'),
+          bookFields,
+        ),
+      ).toEqual(comparable(withTax, bookFields));
       expect(items).toHaveLength(1180);
       expect(items.find((i) => i.title === 'A Light in the Attic' && i.type === 'book')).toMatchObject({ price: 51.77, priceInclTax: 62.12, spider: 'books', crawlId: 'code-books' });
 
@@ -77,11 +87,27 @@ describe('code spiders', () => {
       expect(run.code).toBe(0);
       const ids = Array.from({ length: 30 }, (_, i) => i + 1);
       const items = readJsonl(out);
-      expect(comparable(items.filter((i) => i.type === 'member'), ['id', 'name', 'value', 'source'])).toEqual(
-        comparable(ids.map((k) => ({ id: k, name: record(k).name, value: record(k).value, source: 'members' })), ['id', 'name', 'value', 'source']),
+      expect(
+        comparable(
+          items.filter((i) => i.type === 'member'),
+          ['id', 'name', 'value', 'source'],
+        ),
+      ).toEqual(
+        comparable(
+          ids.map((k) => ({ id: k, name: record(k).name, value: record(k).value, source: 'members' })),
+          ['id', 'name', 'value', 'source'],
+        ),
       );
-      expect(comparable(items.filter((i) => i.type === 'note'), ['id', 'note', 'url'])).toEqual(
-        comparable(ids.map((k) => ({ id: k, note: record(k).note, url: `${site.url}/page/${k}/detail.html` })), ['id', 'note', 'url']),
+      expect(
+        comparable(
+          items.filter((i) => i.type === 'note'),
+          ['id', 'note', 'url'],
+        ),
+      ).toEqual(
+        comparable(
+          ids.map((k) => ({ id: k, note: record(k).note, url: `${site.url}/page/${k}/detail.html` })),
+          ['id', 'note', 'url'],
+        ),
       );
       // Every request carried the key and the cookie; a detail page's request carried its link's metadata.
       expect(site.seen.filter((r) => r.apiKey !== API_KEY || r.cookie !== `session=${SESSION}`)).toEqual([]);
@@ -100,7 +126,10 @@ describe('code spiders', () => {
     const dir = tempDir('code-failing');
     try {
       const spider = spiderCopy('test/fixtures/spiders/failing.ts', site.url, dir);
-      const line = readFileSync(spider, 'utf8').split('\n').findIndex((l) => l.includes('the line the dead letter names')) + 1;
+      const line =
+        readFileSync(spider, 'utf8')
+          .split('\n')
+          .findIndex((l) => l.includes('the line the dead letter names')) + 1;
       const out = join(dir, 'items.jsonl');
       const run = await runCli(['crawl', spider, '--crawl-id', 'failing', '--out', out, '--json', '--quiet'], { env: testEnv(prefix) });
       expect(run.code).toBe(0);
@@ -133,7 +162,12 @@ describe('code spiders', () => {
       // 33: its request hook threw; 10, 20, ..., 50: the item hook; 41-49: value 3k >= 120 fails the schema.
       const kept = Array.from({ length: 50 }, (_, i) => i + 1).filter((k) => k !== 33 && k % 10 !== 0 && k < 40);
       const items = readJsonl(out);
-      expect(comparable(items, ['id', 'name', 'value'])).toEqual(comparable(kept.map((k) => ({ id: k, name: record(k).name, value: record(k).value })), ['id', 'name', 'value']));
+      expect(comparable(items, ['id', 'name', 'value'])).toEqual(
+        comparable(
+          kept.map((k) => ({ id: k, name: record(k).name, value: record(k).value })),
+          ['id', 'name', 'value'],
+        ),
+      );
       const status = lastJson(run.stdout);
       expect(status).toMatchObject({ state: 'done', counters: { fetched: 50, parsed: 50, items: kept.length, written: kept.length, invalid: 14, failed: 1 } });
       expect(status.invalidReasons).toEqual([
@@ -167,7 +201,7 @@ describe('code spiders', () => {
       workers.push(spawnCli(['worker', 'fetcher'], { env }));
       for (let i = 0; i < 100 && !site.seen.some((r) => r.path === '/index.html'); i++) await new Promise((r) => setTimeout(r, 100));
       await new Promise((r) => setTimeout(r, 500));
-      writeFileSync(spider, readFileSync(spider, 'utf8').replace('value: valueOf(', 'version: 2, value: valueOf('));
+      writeFileSync(spider, readFileSync(spider, 'utf8').replace('value: valueFrom(', 'version: 2, value: valueFrom('));
       workers.push(spawnCli(['worker', 'parser'], { env }), spawnCli(['worker', 'writer'], { env }));
       expect((await runCli(['wait', '--crawl-id', 'versioned', '--timeout', '60'], { env, timeoutMs: 70_000 })).code).toBe(0);
 
@@ -175,7 +209,9 @@ describe('code spiders', () => {
       expect(dead).toHaveLength(21);
       for (const d of dead) {
         expect(d).toMatchObject({ stage: 'parse', code: 'ERR_SPIDER_VERSION' });
-        expect(d.reason).toMatch(new RegExp(`^cannot load|spider module ${spider.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on this worker has hash [0-9a-f]{16}, but the crawl was seeded with ${seededHash}`));
+        expect(d.reason).toMatch(
+          new RegExp(`^cannot load|spider module ${spider.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on this worker has hash [0-9a-f]{16}, but the crawl was seeded with ${seededHash}`),
+        );
       }
       const status = lastJson((await runCli(['status', '--crawl-id', 'versioned', '--json'], { env })).stdout);
       expect(status.counters).toMatchObject({ items: 0, written: 0, failed: 21 });

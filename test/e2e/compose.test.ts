@@ -39,11 +39,25 @@ const SCALE: Record<string, number> = { fetcher: 3 };
 
 /** The metric names the fleet exports (README, "Watching the fleet"); the Grafana dashboard may use these only. */
 const KNOWN_METRICS = [
-  'crawlfleet_queue_backlog', 'crawlfleet_queue_jobs', 'crawlfleet_pages_fetched_total', 'crawlfleet_items_parsed_total',
-  'crawlfleet_items_written_total', 'crawlfleet_http_responses_total', 'crawlfleet_fetch_duration_seconds',
-  'crawlfleet_downloaded_bytes_total', 'crawlfleet_retries_total', 'crawlfleet_blocks_total', 'crawlfleet_deferrals_total',
-  'crawlfleet_dead_letters_total', 'crawlfleet_crawl_counter', 'crawlfleet_proxy_requests', 'crawlfleet_proxy_failures',
-  'crawlfleet_proxy_blocks', 'crawlfleet_proxy_up', 'crawlfleet_write_batch_items', 'crawlfleet_write_batch_duration_seconds',
+  'crawlfleet_queue_backlog',
+  'crawlfleet_queue_jobs',
+  'crawlfleet_pages_fetched_total',
+  'crawlfleet_items_parsed_total',
+  'crawlfleet_items_written_total',
+  'crawlfleet_http_responses_total',
+  'crawlfleet_fetch_duration_seconds',
+  'crawlfleet_downloaded_bytes_total',
+  'crawlfleet_retries_total',
+  'crawlfleet_blocks_total',
+  'crawlfleet_deferrals_total',
+  'crawlfleet_dead_letters_total',
+  'crawlfleet_crawl_counter',
+  'crawlfleet_proxy_requests',
+  'crawlfleet_proxy_failures',
+  'crawlfleet_proxy_blocks',
+  'crawlfleet_proxy_up',
+  'crawlfleet_write_batch_items',
+  'crawlfleet_write_batch_duration_seconds',
 ];
 /** What the dashboard must show (each of these in at least one expr). */
 const REQUIRED_IN_DASHBOARD = KNOWN_METRICS;
@@ -52,7 +66,13 @@ const REQUIRED_IN_DASHBOARD = KNOWN_METRICS;
 // Reading the compose file as Compose does: YAML 1.1 merge keys, then interpolation.
 
 type Env = Record<string, string>;
-interface Healthcheck { test: string[] | string; interval?: string; timeout?: string; retries?: number; start_period?: string }
+interface Healthcheck {
+  test: string[] | string;
+  interval?: string;
+  timeout?: string;
+  retries?: number;
+  start_period?: string;
+}
 interface Service {
   image?: string;
   build?: { context: string; dockerfile?: string } | string;
@@ -70,7 +90,11 @@ interface Service {
   container_name?: string;
   init?: boolean;
 }
-interface Compose { services: Record<string, Service>; volumes?: Record<string, unknown>; [extension: string]: unknown }
+interface Compose {
+  services: Record<string, Service>;
+  volumes?: Record<string, unknown>;
+  [extension: string]: unknown;
+}
 
 /** KEY=value lines; # comments. No quoting: the values are plain (checked). */
 function readEnvFile(path: string): Env {
@@ -173,8 +197,11 @@ function composeSchemaValidator() {
   delete schema.$schema;
   const mismatched: string[] = [];
   const dropIds = (node: unknown, pointer: string): void => {
-    if (Array.isArray(node)) node.forEach((n, i) => dropIds(n, `${pointer}/${i}`));
-    else if (node !== null && typeof node === 'object') {
+    if (Array.isArray(node)) {
+      node.forEach((n, i) => {
+        dropIds(n, `${pointer}/${i}`);
+      });
+    } else if (node !== null && typeof node === 'object') {
       const o = node as Record<string, unknown>;
       if (typeof o.id === 'string') {
         if (o.id !== pointer && !(pointer === '#' && o.id === 'compose_spec.json')) mismatched.push(`${pointer}: id ${o.id}`);
@@ -205,7 +232,11 @@ function composeSchemaValidator() {
 // The Dockerfile and its build context.
 
 function dockerfileStages(): string[][] {
-  const lines = readFileSync(DOCKERFILE, 'utf8').replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+  const lines = readFileSync(DOCKERFILE, 'utf8')
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
   const stages: string[][] = [];
   for (const line of lines) {
     if (/^FROM\s/i.test(line)) stages.push([]);
@@ -216,7 +247,10 @@ function dockerfileStages(): string[][] {
 
 /** .dockerignore as Docker reads it: patterns from the context root, `!` re-includes, the last match wins, a match on a folder covers what is in it. */
 function dockerIgnored(path: string): boolean {
-  const patterns = readFileSync(DOCKERIGNORE, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+  const patterns = readFileSync(DOCKERIGNORE, 'utf8')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
   // `**/` is any number of folders (none included), `**` anything, `*` and `?` within one name.
   const toRegex = (glob: string) => {
     let re = '';
@@ -247,10 +281,13 @@ function dockerIgnored(path: string): boolean {
 /** Where each file lands in the final image: COPY sources (files or folders of the context) to their destinations. */
 function imageFiles(): Map<string, string> {
   const final = dockerfileStages().at(-1)!;
-  const workdir = final.filter((l) => /^WORKDIR\s/i.test(l)).map((l) => l.split(/\s+/)[1]!).at(-1) ?? '/';
+  const workdir =
+    final
+      .filter((l) => /^WORKDIR\s/i.test(l))
+      .map((l) => l.split(/\s+/)[1]!)
+      .at(-1) ?? '/';
   const files = new Map<string, string>();
-  const walk = (rel: string): string[] =>
-    readdirSync(join(ROOT, rel), { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? walk(join(rel, d.name)) : [join(rel, d.name)]));
+  const walk = (rel: string): string[] => readdirSync(join(ROOT, rel), { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? walk(join(rel, d.name)) : [join(rel, d.name)]));
   for (const line of final) {
     const m = /^COPY\s+(?!--from)(.*)$/i.exec(line);
     if (!m) continue;
@@ -322,7 +359,10 @@ describe('docker-compose.yml', () => {
 
   describe('the file', () => {
     test('Debian docker-compose 1.29 accepts it, with and without the monitoring profile, and renders what this test reads', () => {
-      for (const args of [['config', '-q'], ['--profile', 'monitoring', 'config', '-q']]) {
+      for (const args of [
+        ['config', '-q'],
+        ['--profile', 'monitoring', 'config', '-q'],
+      ]) {
         const run = dockerCompose(args, { home });
         expect({ args, status: run.status, stderr: run.stderr }).toEqual({ args, status: 0, stderr: '' });
       }
@@ -435,7 +475,14 @@ describe('docker-compose.yml', () => {
       expect(list(s['demo-site']!.command)).toEqual(['books', '8080']);
 
       // The monitoring services only with --profile monitoring.
-      expect(Object.entries(s).filter(([, svc]) => svc.profiles).map(([n, svc]) => [n, svc.profiles])).toEqual([['prometheus', ['monitoring']], ['grafana', ['monitoring']]]);
+      expect(
+        Object.entries(s)
+          .filter(([, svc]) => svc.profiles)
+          .map(([n, svc]) => [n, svc.profiles]),
+      ).toEqual([
+        ['prometheus', ['monitoring']],
+        ['grafana', ['monitoring']],
+      ]);
     });
 
     test('the same settings as the Kubernetes manifests: commands and drain times', () => {
@@ -499,7 +546,18 @@ describe('docker-compose.yml', () => {
       for (const kept of ['package.json', 'package-lock.json', 'turbo.json', 'tsconfig.base.json', 'packages/core/src/env.ts', 'bin/crawlfleet', 'examples/books-compose.json']) {
         expect({ kept, ignored: dockerIgnored(kept) }).toEqual({ kept, ignored: false });
       }
-      for (const dropped of ['node_modules/bullmq/package.json', 'packages/core/dist/index.js', 'packages/core/node_modules/x', 'packages/core/tsconfig.tsbuildinfo', '.git/HEAD', 'data/books/items.jsonl', 'test-artifacts/x.png', '.turbo/cache', 'test/e2e/books.test.ts', 'test/fixtures/data/top-sites-html.tar.gz']) {
+      for (const dropped of [
+        'node_modules/bullmq/package.json',
+        'packages/core/dist/index.js',
+        'packages/core/node_modules/x',
+        'packages/core/tsconfig.tsbuildinfo',
+        '.git/HEAD',
+        'data/books/items.jsonl',
+        'test-artifacts/x.png',
+        '.turbo/cache',
+        'test/e2e/books.test.ts',
+        'test/fixtures/data/top-sites-html.tar.gz',
+      ]) {
         expect({ dropped, ignored: dockerIgnored(dropped) }).toEqual({ dropped, ignored: true });
       }
     });
@@ -510,8 +568,17 @@ describe('docker-compose.yml', () => {
       scrape_configs: { job_name: string; dns_sd_configs?: { names: string[]; type: string; port: number }[]; static_configs?: { targets: string[] }[]; basic_auth?: Record<string, string> }[];
     };
     const dashboard = JSON.parse(readFileSync(GRAFANA_DASHBOARD, 'utf8')) as {
-      uid: string; schemaVersion: number; templating: { list: { name: string; datasource?: { uid: string } }[] };
-      panels: { id: number; type: string; title: string; gridPos: { x: number; y: number; w: number; h: number }; datasource?: { type: string; uid: string }; targets?: { refId: string; expr: string; datasource?: { uid: string } }[] }[];
+      uid: string;
+      schemaVersion: number;
+      templating: { list: { name: string; datasource?: { uid: string } }[] };
+      panels: {
+        id: number;
+        type: string;
+        title: string;
+        gridPos: { x: number; y: number; w: number; h: number };
+        datasource?: { type: string; uid: string };
+        targets?: { refId: string; expr: string; datasource?: { uid: string } }[];
+      }[];
     };
     const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
 
@@ -543,15 +610,16 @@ describe('docker-compose.yml', () => {
 
     test('Grafana: the datasource and the dashboard provider point at what compose mounts; the dashboard is well-formed and every query parses', () => {
       const grafana = compose.services.grafana!;
-      const datasources = parseYaml(readFileSync(join(MONITORING, 'grafana', 'provisioning', 'datasources', 'prometheus.yml'), 'utf8')) as { datasources: { uid: string; type: string; url: string }[] };
+      const datasources = parseYaml(readFileSync(join(MONITORING, 'grafana', 'provisioning', 'datasources', 'prometheus.yml'), 'utf8')) as {
+        datasources: { uid: string; type: string; url: string }[];
+      };
       const providers = parseYaml(readFileSync(join(MONITORING, 'grafana', 'provisioning', 'dashboards', 'crawlfleet.yml'), 'utf8')) as { providers: { type: string; options: { path: string } }[] };
       expect(datasources.datasources).toHaveLength(1);
       const ds = datasources.datasources[0]!;
       expect(ds).toMatchObject({ type: 'prometheus', url: 'http://prometheus:9090' });
-      expect(grafana.volumes).toEqual(expect.arrayContaining([
-        './infra/monitoring/grafana/provisioning:/etc/grafana/provisioning:ro',
-        `./infra/monitoring/grafana/dashboards:${providers.providers[0]!.options.path}:ro`,
-      ]));
+      expect(grafana.volumes).toEqual(
+        expect.arrayContaining(['./infra/monitoring/grafana/provisioning:/etc/grafana/provisioning:ro', `./infra/monitoring/grafana/dashboards:${providers.providers[0]!.options.path}:ro`]),
+      );
       expect(envOf(grafana).GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH).toBe(`${providers.providers[0]!.options.path}/crawlfleet.json`);
 
       expect(dashboard.schemaVersion).toBe(39);
@@ -602,12 +670,17 @@ describe('docker-compose.yml', () => {
 
     afterAll(async () => {
       for (const p of [...procs].reverse()) if (p.child.exitCode === null) p.child.kill('SIGTERM');
-      const killer = setTimeout(() => procs.forEach((p) => p.child.exitCode === null && p.child.kill('SIGKILL')), 20_000);
+      const killer = setTimeout(() => {
+        for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+      }, 20_000);
       await Promise.all(procs.map((p) => p.exited));
       clearTimeout(killer);
       if (mongo) {
         const client = await MongoClient.connect(mongo.url).catch(() => undefined);
-        await client?.db().dropDatabase().catch(() => undefined);
+        await client
+          ?.db()
+          .dropDatabase()
+          .catch(() => undefined);
         await client?.close();
         await mongo.stop();
       }
@@ -645,7 +718,7 @@ describe('docker-compose.yml', () => {
       // which the fetchers resolve to 127.0.0.1 through HOST_RESOLVE.
       const spiderCopy = join(dir, 'books-compose.json');
       writeFileSync(spiderCopy, readFileSync(join(ROOT, 'examples', 'books-compose.json'), 'utf8').replaceAll('demo-site:8080', `demo-site:${demoPort}`));
-      const imageEntrypoint = (JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(dockerfileStages().at(-1)!.join('\n'))![1]!) as string[]);
+      const imageEntrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(dockerfileStages().at(-1)!.join('\n'))![1]!) as string[];
       expect(imageEntrypoint).toEqual(['crawlfleet']);
 
       /** A container's view of the world, translated to this machine. `ports`: its own ports (in the container) to local ones. */
@@ -696,7 +769,12 @@ describe('docker-compose.yml', () => {
           return runToEnd(`${name} healthcheck`, ['/bin/sh', '-c', script], env, 30_000);
         }
         expect(test[0]).toBe('CMD');
-        return runToEnd(`${name} healthcheck`, test.slice(1).map((a) => translate(a, ports)), env, 30_000);
+        return runToEnd(
+          `${name} healthcheck`,
+          test.slice(1).map((a) => translate(a, ports)),
+          env,
+          30_000,
+        );
       };
       /** As Docker does: the check, every second here, until it passes or its retries are used up after start_period. */
       const healthy = async (name: string, ports: Map<number, number>, env: Env, proc?: Proc) => {
@@ -768,20 +846,36 @@ describe('docker-compose.yml', () => {
       mkdirSync(promDir);
       const promConfig = parseYaml(readFileSync(join(MONITORING, 'prometheus.yml'), 'utf8')) as { scrape_configs: Record<string, unknown>[] };
       writeFileSync(join(promDir, 'password'), dashboardInstance.env.DASHBOARD_PASSWORD!);
-      const promJobs = promConfig.scrape_configs.map((job) => {
-        if (job.dns_sd_configs) {
-          const { dns_sd_configs: sd, relabel_configs: _relabel, ...rest } = job as { dns_sd_configs: { names: string[] }[]; relabel_configs: unknown };
-          return { ...rest, static_configs: sd[0]!.names.map((stage) => ({ targets: metricsTargets(stage), labels: { stage } })) };
-        }
-        if (job.basic_auth) return { ...job, basic_auth: { username: dashboardInstance.env.DASHBOARD_USER, password_file: join(promDir, 'password') }, static_configs: [{ targets: [`127.0.0.1:${dashboardInstance.ports.get(3000)}`] }] };
-        return null;
-      }).filter((j) => j !== null);
+      const promJobs = promConfig.scrape_configs
+        .map((job) => {
+          if (job.dns_sd_configs) {
+            const { dns_sd_configs: sd, relabel_configs: _relabel, ...rest } = job as { dns_sd_configs: { names: string[] }[]; relabel_configs: unknown };
+            return { ...rest, static_configs: sd[0]!.names.map((stage) => ({ targets: metricsTargets(stage), labels: { stage } })) };
+          }
+          if (job.basic_auth)
+            return {
+              ...job,
+              basic_auth: { username: dashboardInstance.env.DASHBOARD_USER, password_file: join(promDir, 'password') },
+              static_configs: [{ targets: [`127.0.0.1:${dashboardInstance.ports.get(3000)}`] }],
+            };
+          return null;
+        })
+        .filter((j) => j !== null);
       const promPort = await freePort();
       writeFileSync(join(promDir, 'prometheus.yml'), JSON.stringify({ global: { scrape_interval: '1s', evaluation_interval: '1s' }, scrape_configs: promJobs }));
-      procs.push(startProc('prometheus', ['prometheus', `--config.file=${join(promDir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(promDir, 'tsdb')}`, `--web.listen-address=127.0.0.1:${promPort}`, '--log.level=warn'], { PATH, HOME: home }));
+      procs.push(
+        startProc(
+          'prometheus',
+          ['prometheus', `--config.file=${join(promDir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(promDir, 'tsdb')}`, `--web.listen-address=127.0.0.1:${promPort}`, '--log.level=warn'],
+          { PATH, HOME: home },
+        ),
+      );
       const promUrl = `http://127.0.0.1:${promPort}`;
       const promQuery = async (query: string) =>
-        ((await (await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(query)}`)).json()) as { status: string; data: { result: { metric: Record<string, string>; value: [number, string] }[] } });
+        (await (await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(query)}`)).json()) as {
+          status: string;
+          data: { result: { metric: Record<string, string>; value: [number, string] }[] };
+        };
       await waitForPort(promPort, 20_000, 'prometheus');
       const upByStage = async () => Object.fromEntries((await promQuery('sum by (stage) (up{job="crawlfleet-workers"})')).data.result.map((r) => [r.metric.stage, Number(r.value[1])]));
       const deadline = Date.now() + 30_000;

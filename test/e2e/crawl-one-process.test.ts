@@ -32,8 +32,18 @@ describe('crawlfleet crawl: every stage in one process', () => {
 
     const truth = groundTruth(site.url);
     const items = readJsonl(out);
-    expect(comparable(items.filter((i) => i.type === 'product'), PRODUCT_FIELDS)).toEqual(comparable(truth.products, PRODUCT_FIELDS));
-    expect(comparable(items.filter((i) => i.type === 'listing'), LISTING_FIELDS)).toEqual(comparable(truth.listings, LISTING_FIELDS));
+    expect(
+      comparable(
+        items.filter((i) => i.type === 'product'),
+        PRODUCT_FIELDS,
+      ),
+    ).toEqual(comparable(truth.products, PRODUCT_FIELDS));
+    expect(
+      comparable(
+        items.filter((i) => i.type === 'listing'),
+        LISTING_FIELDS,
+      ),
+    ).toEqual(comparable(truth.listings, LISTING_FIELDS));
     expect(items).toHaveLength(truth.products.length + truth.listings.length);
     for (const item of items) {
       expect(item).toMatchObject({ spider: 'catalogue', crawlId: 'cat-one' });
@@ -93,7 +103,10 @@ describe('crawlfleet crawl: every stage in one process', () => {
     const pending = new Keys(windowPrefix).crawl('cat-window').pending.fetch;
     let most = 0;
     const watch = setInterval(() => {
-      redis.scard(pending).then((n) => (most = Math.max(most, n)), () => undefined);
+      redis.scard(pending).then(
+        (n) => (most = Math.max(most, n)),
+        () => undefined,
+      );
     }, 5);
     try {
       const spider = writeJson(dir, 'window.json', catalogueSpider(small.url));
@@ -102,7 +115,12 @@ describe('crawlfleet crawl: every stage in one process', () => {
       expect(run.code).toBe(0);
       const truth = groundTruth(small.url, shape);
       const items = readJsonl(out);
-      expect(comparable(items.filter((i) => i.type === 'product'), PRODUCT_FIELDS)).toEqual(comparable(truth.products, PRODUCT_FIELDS));
+      expect(
+        comparable(
+          items.filter((i) => i.type === 'product'),
+          PRODUCT_FIELDS,
+        ),
+      ).toEqual(comparable(truth.products, PRODUCT_FIELDS));
       expect(items).toHaveLength(truth.products.length + truth.listings.length);
       expect(new Set(small.counts().keys())).toEqual(truth.paths);
       expect([...small.counts().values()].every((n) => n === 1)).toBe(true);

@@ -6,7 +6,11 @@ const FIELDS = ['type', 'url', 'link', 'title', 'price', 'sku', 'category', 'tag
 const SHAPE = siteShape(120, 20);
 
 /** The JSON log lines of a run. */
-const logLines = (stderr: string) => stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+const logLines = (stderr: string) =>
+  stderr
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 
 describe('crawlfleet crawl: the parse stage in worker threads', () => {
   let site: Awaited<ReturnType<typeof startCatalogueSite>>;
@@ -49,7 +53,14 @@ describe('crawlfleet crawl: the parse stage in worker threads', () => {
     expect(final).toMatchObject({
       crawlId,
       state: 'done',
-      counters: { fetched: truth.paths.size, parsed: truth.paths.size - truth.failedPaths.length, items: items.length, written: items.length, invalid: truth.invalid, failed: truth.failedPaths.length },
+      counters: {
+        fetched: truth.paths.size,
+        parsed: truth.paths.size - truth.failedPaths.length,
+        items: items.length,
+        written: items.length,
+        invalid: truth.invalid,
+        failed: truth.failedPaths.length,
+      },
     });
   });
 

@@ -226,7 +226,12 @@ describe('every pending job ends', () => {
       expect(replayed.code).toBe(0);
       expect(replayed.stdout).toContain('replayed 2 dead letters');
       await waitDone(env, 'replay', 90, fleet);
-      expect(site.requests.slice(before).map((r) => r.path).sort()).toEqual(['/p/2.html', '/p/5.html']);
+      expect(
+        site.requests
+          .slice(before)
+          .map((r) => r.path)
+          .sort(),
+      ).toEqual(['/p/2.html', '/p/5.html']);
       expect(titles(readJsonl(out))).toEqual(['p 1', 'p 2', 'p 3', 'p 4', 'p 5', 'p 6', 'p 8']);
       const status = await statusOf(env, 'replay');
       expect(status.state).toBe('done');

@@ -66,7 +66,12 @@ describe('file sinks with their index in Redis', () => {
     // the 4 KiB tail kept for the next record: nowhere near the 50 MB a whole-file read costs.
     expect(io.bytesRead).toBeLessThanOrEqual(Buffer.byteLength(unrecorded + torn) + 2 * 4096);
     expect(statSync(path).size).toBe(written + Buffer.byteLength(unrecorded)); // the torn line is cut
-    await reopened.write([{ type: 'book', upc: 'late-1' }, { type: 'book', upc: 4999, filler }, { type: 'book', upc: 'new' }, { type: 'book', upc: 'late-2' }]);
+    await reopened.write([
+      { type: 'book', upc: 'late-1' },
+      { type: 'book', upc: 4999, filler },
+      { type: 'book', upc: 'new' },
+      { type: 'book', upc: 'late-2' },
+    ]);
     await reopened.close();
     expect(upcs(path).slice(-3)).toEqual(['late-1', 'late-2', 'new']);
 
@@ -77,7 +82,11 @@ describe('file sinks with their index in Redis', () => {
     expect(rebuildIO.largestRead).toBeLessThanOrEqual(256 * 1024);
     expect(rebuildIO.bytesRead).toBeGreaterThanOrEqual(statSync(path).size);
     expect(await redis.scard(keys.fileIndex('big').identities)).toBe(5003);
-    await rebuilt.write([{ type: 'book', upc: 0, filler }, { type: 'book', upc: 'new' }, { type: 'book', upc: 2500 }]);
+    await rebuilt.write([
+      { type: 'book', upc: 0, filler },
+      { type: 'book', upc: 'new' },
+      { type: 'book', upc: 2500 },
+    ]);
     await rebuilt.close();
     expect(upcs(path)).toHaveLength(5003);
     rmSync(dirname(path), { recursive: true, force: true });
@@ -104,9 +113,15 @@ describe('file sinks with their index in Redis', () => {
     const path = join(tempDir('file-sink'), 'items.jsonl');
     const { index, keys } = indexFor('reset');
     const sink = await FileSink.open(path, jsonlFormat, keyFields, { index });
-    await sink.write([{ type: 'book', upc: 'a' }, { type: 'book', upc: 'b' }]);
+    await sink.write([
+      { type: 'book', upc: 'a' },
+      { type: 'book', upc: 'b' },
+    ]);
     await redis.del(...Object.values(keys.fileIndex('reset')));
-    await sink.write([{ type: 'book', upc: 'b' }, { type: 'book', upc: 'c' }]);
+    await sink.write([
+      { type: 'book', upc: 'b' },
+      { type: 'book', upc: 'c' },
+    ]);
     await sink.close();
     expect(upcs(path)).toEqual(['a', 'b', 'c']);
   });
@@ -152,7 +167,11 @@ describe('a fleet with two writer processes on one file sink', () => {
       const seeded = await runCli(['seed', spider, '--sink', out], { env });
       expect(seeded.code).toBe(0);
       const crawlId = seeded.stdout.trim().split('\n').pop()!;
-      for (const [stage, n] of [['fetcher', 1], ['parser', 1], ['writer', 2]] as const) {
+      for (const [stage, n] of [
+        ['fetcher', 1],
+        ['parser', 1],
+        ['writer', 2],
+      ] as const) {
         for (let i = 0; i < n; i++) workers.push(spawnCli(['worker', stage, '--concurrency', '8'], { env }));
       }
       const waited = await runCli(['wait', '--crawl-id', crawlId, '--timeout', '170'], { env, timeoutMs: 175_000 });

@@ -21,9 +21,21 @@ describe('the frontier on real Redis', () => {
   test('a URL found by many parsers at the same moment is admitted exactly once', async () => {
     const urls = Array.from({ length: 200 }, (_, i) => `http://h.test/p-${i}.html`);
     const results = await Promise.all(
-      clients.map((c, n) => admitUrls(c, keys, 'race', [...urls].sort(() => (n % 2 ? 1 : -1)).map((url) => ({ url, depth: 1, verdict: 'admit' as const })), undefined, TAKE)),
+      clients.map((c, n) =>
+        admitUrls(
+          c,
+          keys,
+          'race',
+          [...urls].sort(() => (n % 2 ? 1 : -1)).map((url) => ({ url, depth: 1, verdict: 'admit' as const })),
+          undefined,
+          TAKE,
+        ),
+      ),
     );
-    const newOnes = results.flatMap((r) => r.admitted).filter((a) => a.isNew).map((a) => a.url);
+    const newOnes = results
+      .flatMap((r) => r.admitted)
+      .filter((a) => a.isNew)
+      .map((a) => a.url);
     expect(newOnes.sort()).toEqual([...urls].sort());
     const redis = clients[0]!;
     expect(await redis.hget(keys.crawl('race').counters, 'seen')).toBe('200');
@@ -34,7 +46,14 @@ describe('the frontier on real Redis', () => {
 
   test('maxPages caps admission; depth-refused URLs can be admitted later by a shorter path', async () => {
     const redis = clients[0]!;
-    const a = await admitUrls(redis, keys, 'caps', [1, 2, 3, 4].map((i) => ({ url: `http://h.test/${i}`, depth: 0, verdict: 'admit' as const })), 3, TAKE);
+    const a = await admitUrls(
+      redis,
+      keys,
+      'caps',
+      [1, 2, 3, 4].map((i) => ({ url: `http://h.test/${i}`, depth: 0, verdict: 'admit' as const })),
+      3,
+      TAKE,
+    );
     expect(a.admitted.map((x) => x.url)).toEqual(['http://h.test/1', 'http://h.test/2', 'http://h.test/3']);
     expect(a.skipped).toBe(1);
     const deep = await admitUrls(redis, keys, 'depth', [{ url: 'http://h.test/deep', depth: 9, verdict: 'too-deep' }], undefined, TAKE);
@@ -52,7 +71,17 @@ describe('the frontier on real Redis', () => {
     expect([taking.admitted, taking.taken.map((t) => t.request.url)]).toEqual([[], ['http://h.test/deep']]);
     const again = await admitUrls(redis, keys, 'depth', [{ url: 'http://h.test/deep', depth: 1, verdict: 'admit' }], undefined, TAKE);
     expect(again.admitted.map((x) => x.isNew)).toEqual([false]);
-    const out = await admitUrls(redis, keys, 'depth', [{ url: 'http://x.test/', depth: 1, verdict: 'out-of-scope' }, { url: 'http://x.test/', depth: 1, verdict: 'out-of-scope' }], undefined, TAKE);
+    const out = await admitUrls(
+      redis,
+      keys,
+      'depth',
+      [
+        { url: 'http://x.test/', depth: 1, verdict: 'out-of-scope' },
+        { url: 'http://x.test/', depth: 1, verdict: 'out-of-scope' },
+      ],
+      undefined,
+      TAKE,
+    );
     expect(out).toEqual({ admitted: [], taken: [], skipped: 1 });
     expect(await redis.hget(keys.crawl('depth').counters, 'skipped')).toBe('1');
   });

@@ -64,7 +64,11 @@ describe('hostile servers never crash a worker; each URL ends with the right rea
       const out = `${dir}/hostile.jsonl`;
       const run = await runCli(['crawl', spider, '--crawl-id', 'hostile', '--out', out, '--json', '--quiet'], { env, timeoutMs: 90_000 });
       expect(run.code).toBe(0);
-      expect(readJsonl(out).map((i) => i.title).sort()).toEqual(['fine', 'flaky at last', 'index']);
+      expect(
+        readJsonl(out)
+          .map((i) => i.title)
+          .sort(),
+      ).toEqual(['fine', 'flaky at last', 'index']);
 
       const dead = Object.fromEntries(
         Object.values(await redis.hgetall(new Keys(prefix).crawl('hostile').dead)).map((j) => {
@@ -100,7 +104,13 @@ describe('hostile servers never crash a worker; each URL ends with the right rea
     const site = await startServer((req, res) => {
       const path = new URL(req.url ?? '/', 'http://x').pathname.slice(1);
       const html = (title: string) => `<html><head><title>${title}</title></head><body><p>${'Text. '.repeat(50)}</p></body></html>`;
-      if (path === 'index.html') return void res.writeHead(200, { 'content-type': 'text/html' }).end(html('index') + Object.keys(asks).map((p) => `<a href="/${p}">${p}</a>`).join(''));
+      if (path === 'index.html')
+        return void res.writeHead(200, { 'content-type': 'text/html' }).end(
+          html('index') +
+            Object.keys(asks)
+              .map((p) => `<a href="/${p}">${p}</a>`)
+              .join(''),
+        );
       const ask = asks[path];
       if (!ask) return void res.writeHead(404).end();
       // The first request of each is told to come back much later; the next one gets the page.
@@ -123,7 +133,11 @@ describe('hostile servers never crash a worker; each URL ends with the right rea
       const run = await runCli(['crawl', spider, '--crawl-id', 'retry-after', '--out', `${dir}/retry-after.jsonl`, '--json', '--quiet'], { env, timeoutMs: 60_000 });
       expect(run.code).toBe(0);
       expect(Date.now() - started).toBeLessThan(30_000);
-      expect(readJsonl(`${dir}/retry-after.jsonl`).map((i) => i.title).sort()).toEqual(['date', 'garbage', 'index', 'seconds', 'unavailable']);
+      expect(
+        readJsonl(`${dir}/retry-after.jsonl`)
+          .map((i) => i.title)
+          .sort(),
+      ).toEqual(['date', 'garbage', 'index', 'seconds', 'unavailable']);
       const gaps = Object.fromEntries(
         Object.keys(asks).map((p) => {
           const starts = site.requests.filter((r) => r.path === `/${p}`).map((r) => r.at);

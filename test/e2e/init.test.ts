@@ -61,7 +61,12 @@ describe('crawlfleet init NAME', () => {
     const text = readFileSync(join(dir, 'shop.yaml'), 'utf8');
     expect(text).toContain('\nallowPrivateAddresses: false\n');
     expect(text).toContain('  - "shop.example.com"\n');
-    for (const [url, loopback] of [['http://localhost:3000/', true], ['http://[::1]:8080/', true], ['http://127.0.0.2/', true], ['http://10.0.0.5/', false]] as const) {
+    for (const [url, loopback] of [
+      ['http://localhost:3000/', true],
+      ['http://[::1]:8080/', true],
+      ['http://127.0.0.2/', true],
+      ['http://10.0.0.5/', false],
+    ] as const) {
       const name = `l${Math.random().toString(36).slice(2, 8)}`;
       expect((await runCli(['init', name, '--url', url], { env, cwd: dir })).code).toBe(0);
       expect(JSON.parse(readFileSync(join(dir, `${name}.json`), 'utf8')).allowPrivateAddresses).toBe(loopback);
@@ -125,8 +130,18 @@ describe('crawlfleet init NAME', () => {
         const items = readJsonl(out);
         const listingFields = ['type', 'link', 'title', 'price', 'rating'];
         const bookFields = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating'];
-        expect(comparable(items.filter((i) => i.type === 'listing'), listingFields)).toEqual(comparable(truth.listings, listingFields));
-        expect(comparable(items.filter((i) => i.type === 'book'), bookFields)).toEqual(comparable(truth.details, bookFields));
+        expect(
+          comparable(
+            items.filter((i) => i.type === 'listing'),
+            listingFields,
+          ),
+        ).toEqual(comparable(truth.listings, listingFields));
+        expect(
+          comparable(
+            items.filter((i) => i.type === 'book'),
+            bookFields,
+          ),
+        ).toEqual(comparable(truth.details, bookFields));
         expect(items).toHaveLength(980 + 200);
       }
 
@@ -141,7 +156,12 @@ describe('crawlfleet init NAME', () => {
       expect(JSON.parse(run.stdout.trim().split('\n').pop()!)).toMatchObject({ state: 'done', counters: { items: 200, written: 200, invalid: 0 } });
       const band = (price: number) => (price < 20 ? 'budget' : price < 40 ? 'mid-range' : 'premium');
       const bookFields = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating', 'priceBand'];
-      expect(comparable(readJsonl(out), bookFields)).toEqual(comparable(truth.details.map((d) => ({ ...d, priceBand: band(d.price) })), bookFields));
+      expect(comparable(readJsonl(out), bookFields)).toEqual(
+        comparable(
+          truth.details.map((d) => ({ ...d, priceBand: band(d.price) })),
+          bookFields,
+        ),
+      );
     } finally {
       await site.close();
     }

@@ -105,8 +105,18 @@ describe('crawlfleet crawl of a JSON API with a declarative spider', () => {
     expect(run.code).toBe(0);
     const truth = groundTruth(site.url);
     const items = readJsonl(out);
-    expect(comparable(items.filter((i) => i.type === 'product'), PRODUCT_FIELDS)).toEqual(comparable(truth.products, PRODUCT_FIELDS));
-    expect(comparable(items.filter((i) => i.type === 'listing'), LISTING_FIELDS)).toEqual(comparable(truth.listings, LISTING_FIELDS));
+    expect(
+      comparable(
+        items.filter((i) => i.type === 'product'),
+        PRODUCT_FIELDS,
+      ),
+    ).toEqual(comparable(truth.products, PRODUCT_FIELDS));
+    expect(
+      comparable(
+        items.filter((i) => i.type === 'listing'),
+        LISTING_FIELDS,
+      ),
+    ).toEqual(comparable(truth.listings, LISTING_FIELDS));
     expect(items).toHaveLength(truth.products.length + truth.listings.length);
     const pages = truth.paths.size;
     const final = JSON.parse(run.stdout.trim().split('\n').pop()!);
@@ -126,9 +136,19 @@ describe('crawlfleet crawl of a JSON API with a declarative spider', () => {
     expect(run.code).toBe(0);
 
     // The other page's item is written: the worker went on.
-    expect(comparable(readJsonl(out), PRODUCT_FIELDS)).toEqual(comparable(groundTruth(site.url).products.filter((p) => p.id === 3), PRODUCT_FIELDS));
+    expect(comparable(readJsonl(out), PRODUCT_FIELDS)).toEqual(
+      comparable(
+        groundTruth(site.url).products.filter((p) => p.id === 3),
+        PRODUCT_FIELDS,
+      ),
+    );
     // Parsing again could not help: one fetch, one parse attempt.
-    expect(site.requests.slice(before).map((r) => r.path).sort()).toEqual(['/api/broken', '/api/products/3']);
+    expect(
+      site.requests
+        .slice(before)
+        .map((r) => r.path)
+        .sort(),
+    ).toEqual(['/api/broken', '/api/products/3']);
 
     const final = JSON.parse(run.stdout.trim().split('\n').pop()!);
     expect(final).toMatchObject({
@@ -139,7 +159,13 @@ describe('crawlfleet crawl of a JSON API with a declarative spider', () => {
 
     const dead = JSON.parse((await runCli(['dead-letters', '--crawl-id', 'api-broken', '--json'], { env })).stdout) as Record<string, unknown>[];
     expect(dead).toEqual([
-      expect.objectContaining({ url: `${site.url}/api/broken`, stage: 'parse', code: 'ERR_PARSE', attempts: 1, reason: expect.stringMatching(/^not valid JSON \(application\/json; charset=utf-8\): .*JSON/) }),
+      expect.objectContaining({
+        url: `${site.url}/api/broken`,
+        stage: 'parse',
+        code: 'ERR_PARSE',
+        attempts: 1,
+        reason: expect.stringMatching(/^not valid JSON \(application\/json; charset=utf-8\): .*JSON/),
+      }),
     ]);
     expect(run.stderr).toMatch(/"code":"ERR_PARSE"/);
   });

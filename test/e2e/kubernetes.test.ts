@@ -27,6 +27,7 @@ interface K8sObject {
 }
 
 /** The schema of each apiVersion/kind the overlays may render; any other kind fails the test. */
+// biome-ignore lint/suspicious/noExplicitAny: each model's constructor takes its own kind's shape (ScaledObject requires spec); the rendered object is validated at run time
 const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   'v1/Namespace': Namespace,
   'v1/Secret': Secret,
@@ -110,8 +111,14 @@ function expectRestricted(name: string, template: IPodTemplateSpec, uid?: number
   if (uid !== undefined) expect({ name, runAsUser: sc.runAsUser, fsGroup: sc.fsGroup }).toEqual({ name, runAsUser: uid, fsGroup: uid });
   for (const c of [...pod.containers, ...(pod.initContainers ?? [])]) {
     const csc = c.securityContext ?? {};
-    expect({ container: `${name}/${c.name}`, allowPrivilegeEscalation: csc.allowPrivilegeEscalation, readOnlyRootFilesystem: csc.readOnlyRootFilesystem, drop: csc.capabilities?.drop, privileged: csc.privileged ?? false, runAsUser: csc.runAsUser ?? sc.runAsUser })
-      .toEqual({ container: `${name}/${c.name}`, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, drop: ['ALL'], privileged: false, runAsUser: expect.any(Number) });
+    expect({
+      container: `${name}/${c.name}`,
+      allowPrivilegeEscalation: csc.allowPrivilegeEscalation,
+      readOnlyRootFilesystem: csc.readOnlyRootFilesystem,
+      drop: csc.capabilities?.drop,
+      privileged: csc.privileged ?? false,
+      runAsUser: csc.runAsUser ?? sc.runAsUser,
+    }).toEqual({ container: `${name}/${c.name}`, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, drop: ['ALL'], privileged: false, runAsUser: expect.any(Number) });
     expect(csc.runAsUser ?? sc.runAsUser).toBeGreaterThan(0);
     const tmp = c.volumeMounts?.find((m) => m.mountPath === '/tmp');
     expect({ container: `${name}/${c.name}`, tmp: tmp && pod.volumes?.find((v) => v.name === tmp.name)?.emptyDir !== undefined }).toEqual({ container: `${name}/${c.name}`, tmp: true });
@@ -169,7 +176,11 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
       expectRestricted(id(w), template);
       for (const c of template.spec!.containers) {
         expectResources(id(w), c);
-        expect({ container: `${id(w)}/${c.name}`, readiness: c.readinessProbe !== undefined, liveness: c.livenessProbe !== undefined }).toEqual({ container: `${id(w)}/${c.name}`, readiness: true, liveness: true });
+        expect({ container: `${id(w)}/${c.name}`, readiness: c.readinessProbe !== undefined, liveness: c.livenessProbe !== undefined }).toEqual({
+          container: `${id(w)}/${c.name}`,
+          readiness: true,
+          liveness: true,
+        });
       }
     }
   });
@@ -258,7 +269,13 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
     expect(c.image).toMatch(/^crawlfleet:/);
     expect(c.args).toEqual(['dashboard', '--host', '0.0.0.0', '--port', '3000']);
     const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? `secret:${e.valueFrom?.secretKeyRef?.key}`]));
-    expect(env).toMatchObject({ REDIS_URL: 'secret:REDIS_URL', DASHBOARD_USER: 'secret:DASHBOARD_USER', DASHBOARD_PASSWORD: 'secret:DASHBOARD_PASSWORD', QUEUE_PREFIX: 'crawlfleet', LOG_LEVEL: 'info' });
+    expect(env).toMatchObject({
+      REDIS_URL: 'secret:REDIS_URL',
+      DASHBOARD_USER: 'secret:DASHBOARD_USER',
+      DASHBOARD_PASSWORD: 'secret:DASHBOARD_PASSWORD',
+      QUEUE_PREFIX: 'crawlfleet',
+      LOG_LEVEL: 'info',
+    });
     expect(env.PROXY_LIST).toBeUndefined();
     expect(c.ports).toContainEqual(expect.objectContaining({ name: 'http', containerPort: 3000 }));
     expect(c.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: 'http' });
@@ -311,7 +328,10 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
       const secret = one<ISecret>('Secret', SECRET);
       expect(secret.stringData).toMatchObject({ REDIS_URL: 'redis://redis:6379', MONGO_URL: 'mongodb://mongo:27017/crawlfleet' });
       // each URL's host and port is a Service of the overlay that serves that port
-      for (const [url, owner] of [[secret.stringData!.REDIS_URL!, redis], [secret.stringData!.MONGO_URL!, mongo]] as const) {
+      for (const [url, owner] of [
+        [secret.stringData!.REDIS_URL!, redis],
+        [secret.stringData!.MONGO_URL!, mongo],
+      ] as const) {
         const { hostname, port } = new URL(url);
         const svc = one<IService>('Service', hostname);
         expect(svc.spec!.ports?.map((p) => p.port)).toContain(Number(port));

@@ -10,7 +10,7 @@ describe('the fleet-wide limiter (acquireSlot / releaseSlot in Redis)', () => {
   const clients = Array.from({ length: 6 }, () => new Redis(REDIS_URL));
   const limiters = clients.map((c) => new Limiter(c, keys));
   afterAll(async () => {
-    clients.forEach((c) => c.disconnect());
+    for (const c of clients) c.disconnect();
     await dropPrefix(prefix);
   });
   const spider = validateSpider({ name: 'l', politeness: { concurrencyPerHost: 3, delayPerHost: 0 } });

@@ -71,7 +71,8 @@ describe('a page with 200,000 links', () => {
       // Each admission call carries 6 keys, maxPages, the window, its batch and a (fingerprint, verdict + request) pair per URL.
       // A connection's first call of a script may go as EVAL with its text (the parser thread's does).
       const isAdmission = (command: string[]) =>
-        (command[0]?.toLowerCase() === 'evalsha' && command[1] === ADMIT_SHA) || (command[0]?.toLowerCase() === 'eval' && ADMIT_SOURCE.startsWith(command[1]!.replace(/\.\.\. \(\d+ more bytes\)$/, '')));
+        (command[0]?.toLowerCase() === 'evalsha' && command[1] === ADMIT_SHA) ||
+        (command[0]?.toLowerCase() === 'eval' && ADMIT_SOURCE.startsWith(command[1]!.replace(/\.\.\. \(\d+ more bytes\)$/, '')));
       const admissions = slowlog.filter((e) => isAdmission(e[3]));
       const urlsPerCall = admissions.map((e) => {
         const last = e[3][e[3].length - 1]!;

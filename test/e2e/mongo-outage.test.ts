@@ -16,7 +16,12 @@ function startWriter(env: NodeJS.ProcessEnv) {
   // More slots than the crawl has write jobs (249 pages with items): every job is tried at once.
   const writer = spawnCli(['worker', 'writer', '--concurrency', '300'], { env });
   let seen = '';
-  const ready = new Promise<void>((resolve) => writer.stderr!.on('data', (d: Buffer) => (seen += d.toString()).includes('"msg":"worker ready"') && resolve()));
+  const ready = new Promise<void>((resolve) =>
+    writer.stderr!.on('data', (d: Buffer) => {
+      seen += d.toString();
+      if (seen.includes('"msg":"worker ready"')) resolve();
+    }),
+  );
   return Object.assign(writer, { ready });
 }
 
@@ -27,7 +32,7 @@ function startWriter(env: NodeJS.ProcessEnv) {
  * attempts on it would dead-letter items; the writer starts during the outage and is killed and
  * restarted twice meanwhile.
  */
-describe('a MongoDB outage longer than the write jobs\' attempts (FerretDB)', () => {
+describe("a MongoDB outage longer than the write jobs' attempts (FerretDB)", () => {
   let mongo: MongoServer;
   const prefix = uniquePrefix('outage');
   const dir = tempDir('outage');
@@ -38,7 +43,10 @@ describe('a MongoDB outage longer than the write jobs\' attempts (FerretDB)', ()
   afterAll(async () => {
     // (stopped already when the test failed during the outage: nothing to drop then)
     const client = await MongoClient.connect(mongo.url, { serverSelectionTimeoutMS: 2000 }).catch(() => undefined);
-    await client?.db().dropDatabase().catch(() => undefined);
+    await client
+      ?.db()
+      .dropDatabase()
+      .catch(() => undefined);
     await client?.close();
     await mongo?.stop();
     await dropPrefix(prefix);
@@ -120,7 +128,12 @@ describe('a MongoDB outage longer than the write jobs\' attempts (FerretDB)', ()
       const logs = await Promise.all(writers.slice(0, 2).map((w) => w.result));
       last.kill('SIGTERM');
       logs.push(await last.result);
-      const lines = logs.map((l) => l.stderr.split('\n').filter((s) => s.startsWith('{')).map((s) => JSON.parse(s) as { msg: string; parkings?: number }));
+      const lines = logs.map((l) =>
+        l.stderr
+          .split('\n')
+          .filter((s) => s.startsWith('{'))
+          .map((s) => JSON.parse(s) as { msg: string; parkings?: number }),
+      );
       for (const writerLines of lines) expect(writerLines.some((l) => l.msg.startsWith('MongoDB unavailable: write jobs are parked'))).toBe(true);
       const lastLines = lines[2]!;
       const unavailable = lastLines.filter((l) => l.msg.startsWith('MongoDB unavailable'));

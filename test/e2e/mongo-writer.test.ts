@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import { Keys, validateSpider } from '@crawlfleet/core';
-import { ItemsRejectedError, MongoSink, closeMongoConnections } from '@crawlfleet/storage';
+import { type ItemsRejectedError, MongoSink, closeMongoConnections } from '@crawlfleet/storage';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { startServer } from '../fixtures/http-server.mjs';
 import { REDIS_URL, comparable, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
@@ -24,7 +24,10 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
   afterAll(async () => {
     // The sinks opened in this process share a pooled connection, which would keep Jest from exiting.
     await closeMongoConnections();
-    await client?.db().dropDatabase().catch(() => undefined);
+    await client
+      ?.db()
+      .dropDatabase()
+      .catch(() => undefined);
     await client?.close();
     await mongo?.stop();
     await dropPrefix(prefix);
@@ -72,11 +75,21 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       const third = await runCli(['crawl', spider, '--crawl-id', 'm-3', '--mongo', mongo.url, '--json', '--quiet'], { env: testEnv(prefix) });
       expect(third.code).toBe(0);
       const products3 = await docs('product');
-      expect(products3.filter((d) => d.changes > 0).map((d) => d.sku).sort()).toEqual(repriced.map((id) => `SKU-${String(id).padStart(5, '0')}`).sort());
+      expect(
+        products3
+          .filter((d) => d.changes > 0)
+          .map((d) => d.sku)
+          .sort(),
+      ).toEqual(repriced.map((id) => `SKU-${String(id).padStart(5, '0')}`).sort());
       expect(products3.filter((d) => d.changes > 0).every((d) => d.changedAt instanceof Date)).toBe(true);
       // Their listing entries changed too (the price is on the catalogue page), and nothing else did.
       const listings3 = await docs('listing');
-      expect(listings3.filter((d) => d.changes > 0).map((d) => d.link).sort()).toEqual(repriced.map((id) => `${changedSite.url}/product/p-${id}.html`).sort());
+      expect(
+        listings3
+          .filter((d) => d.changes > 0)
+          .map((d) => d.link)
+          .sort(),
+      ).toEqual(repriced.map((id) => `${changedSite.url}/product/p-${id}.html`).sort());
       expect(products3).toHaveLength(SHAPE.products);
     } finally {
       await changedSite.close();
@@ -114,7 +127,15 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       const spider = writeJson(dir, 'outage.json', catalogueSpider(site.url));
       const crawl = spawnCli(['crawl', spider, '--crawl-id', 'm-outage', '--mongo', url, '--json', '--quiet', '--concurrency', '2'], { env });
       const outageDb = client.db(db);
-      await waitFor(async () => (await outageDb.collection('listing').countDocuments().catch(() => 0)) > 0, 60_000, 'the first documents');
+      await waitFor(
+        async () =>
+          (await outageDb
+            .collection('listing')
+            .countDocuments()
+            .catch(() => 0)) > 0,
+        60_000,
+        'the first documents',
+      );
       await mongo.stop();
       // Longer than the driver's 5 s server selection, so the writer sees the outage and retries.
       await new Promise((r) => setTimeout(r, 8000));
@@ -152,7 +173,15 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       expect(seeded.code).toBe(0);
       const first = spawnCli(['worker', 'writer'], { env });
       const killDb = client.db(db);
-      await waitFor(async () => (await killDb.collection('listing').countDocuments().catch(() => 0)) > 0, 60_000, 'the first documents');
+      await waitFor(
+        async () =>
+          (await killDb
+            .collection('listing')
+            .countDocuments()
+            .catch(() => 0)) > 0,
+        60_000,
+        'the first documents',
+      );
       first.kill('SIGKILL');
       expect((await first.result).signal).toBe('SIGKILL');
       workers.push(spawnCli(['worker', 'writer'], { env }));
@@ -177,7 +206,9 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
     const site = await startServer((req, res) => {
       const notes = req.url === '/big.html' ? ['small one', huge, 'small two'] : ['plain'];
       res.writeHead(200, { 'content-type': 'text/html' });
-      res.end(`<title>${req.url}</title>${req.url === '/' ? '<a href="/big.html">b</a><a href="/other.html">o</a>' : ''}${notes.map((n, i) => `<div class="note"><b>${req.url}#${i}</b><i>${n}</i></div>`).join('')}`);
+      res.end(
+        `<title>${req.url}</title>${req.url === '/' ? '<a href="/big.html">b</a><a href="/other.html">o</a>' : ''}${notes.map((n, i) => `<div class="note"><b>${req.url}#${i}</b><i>${n}</i></div>`).join('')}`,
+      );
     });
     const redis = new Redis(REDIS_URL);
     try {
@@ -207,16 +238,44 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
     }
   });
 
-  test('the writes go through the item type\'s mongoose model: values cast to the field types, an item that does not fit refused with its field named', async () => {
+  test("the writes go through the item type's mongoose model: values cast to the field types, an item that does not fit refused with its field named", async () => {
     const db = `${new URL(mongo.url).pathname.slice(1)}_model`;
     const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
     // `errors` and `toObject` are names of mongoose Document members: harmless, as items are never hydrated.
     const spider = validateSpider({
       name: 'm',
-      items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'u' }, price: { css: 'p', type: 'number' }, pages: { css: 'n', type: 'integer' }, inStock: { css: 's', type: 'boolean' }, tags: { css: 't', all: true }, errors: { css: 'e' }, toObject: { css: 'o' } } }],
+      items: [
+        {
+          type: 'book',
+          key: 'upc',
+          fields: {
+            upc: { css: 'u' },
+            price: { css: 'p', type: 'number' },
+            pages: { css: 'n', type: 'integer' },
+            inStock: { css: 's', type: 'boolean' },
+            tags: { css: 't', all: true },
+            errors: { css: 'e' },
+            toObject: { css: 'o' },
+          },
+        },
+      ],
     });
     const sink = await MongoSink.open(url, spider, { batch: { maxItems: 100, maxWaitMs: 50 } });
-    const item = (upc: string, fields: Record<string, unknown> = {}) => ({ type: 'book', url: `http://h/${upc}`, upc, price: '12.50', pages: '300', inStock: 'yes', tags: ['a', 2], errors: 'none', toObject: 'x', crawlId: 'c', fetchedAt: '2026-12-03T10:00:00.000Z', spider: 'm', ...fields });
+    const item = (upc: string, fields: Record<string, unknown> = {}) => ({
+      type: 'book',
+      url: `http://h/${upc}`,
+      upc,
+      price: '12.50',
+      pages: '300',
+      inStock: 'yes',
+      tags: ['a', 2],
+      errors: 'none',
+      toObject: 'x',
+      crawlId: 'c',
+      fetchedAt: '2026-12-03T10:00:00.000Z',
+      spider: 'm',
+      ...fields,
+    });
     const writes = await Promise.allSettled([
       sink.write([item('a')]),
       sink.write([item('b', { price: 'twelve' }), item('b2')]),
@@ -226,7 +285,9 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
     ]);
     const reasons = writes.map((w) => (w.status === 'fulfilled' ? [] : (w.reason as ItemsRejectedError).reasons));
     expect(writes.map((w) => w.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected', 'fulfilled']);
-    expect(reasons[1]).toEqual(['MongoDB refused the document: the item does not fit the schema of type "book": field "price": Cast to Number failed for value "twelve" (type string) at path "price"']);
+    expect(reasons[1]).toEqual([
+      'MongoDB refused the document: the item does not fit the schema of type "book": field "price": Cast to Number failed for value "twelve" (type string) at path "price"',
+    ]);
     expect(reasons[2]).toEqual([expect.stringMatching(/field "pages": .*3\.5 is not an integer/)]);
     expect(reasons[3]).toEqual([expect.stringMatching(/field "colour" is not in the schema \(strict\)/)]);
     const books = () => client.db(db).collection('book').find({}).sort({ _id: 1 }).toArray();
@@ -239,7 +300,11 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
     await sink.write([item('a', { price: 12.5, pages: 300, inStock: true, tags: ['a', '2'], crawlId: 'c2' }), item('e', { price: '3', tags: [] })]);
     await sink.close();
     const again = await books();
-    expect(again.map((d) => [d._id, d.price, d.changes, d.crawlId])).toEqual([['a', 12.5, 0, 'c2'], ['b2', 12.5, 0, 'c'], ['e', 3, 1, 'c']]);
+    expect(again.map((d) => [d._id, d.price, d.changes, d.crawlId])).toEqual([
+      ['a', 12.5, 0, 'c2'],
+      ['b2', 12.5, 0, 'c'],
+      ['e', 3, 1, 'c'],
+    ]);
     expect(again[2]!.changedAt).toBeInstanceOf(Date);
     await client.db(db).dropDatabase();
   });
@@ -269,7 +334,10 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
     await Promise.all([sink.write([item('a', 1), item('b', 1)]), sink.write([item('a', 2)]), sink.write([item('a', 3)])]);
     await sink.close();
     const stored = await client.db(db).collection('book').find({}).sort({ _id: 1 }).toArray();
-    expect(stored.map((d) => [d._id, d.price, d.changes])).toEqual([['a', 3, 0], ['b', 1, 0]]);
+    expect(stored.map((d) => [d._id, d.price, d.changes])).toEqual([
+      ['a', 3, 0],
+      ['b', 1, 0],
+    ]);
     await client.db(db).dropDatabase();
   });
 });

@@ -71,7 +71,9 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       const last = Math.max(...pages.map((r) => r.at));
       const fiveHostRate = (pages.length - 1) / ((last - first) / 1000);
       const ratio = fiveHostRate / oneHostRate;
-      process.stderr.write(`politeness: one host ${oneHostRate.toFixed(2)} req/s, five hosts ${fiveHostRate.toFixed(2)} req/s, ratio ${ratio.toFixed(2)}; per-host min gap ${Math.min(...stats.map((s) => s.minGapMs))} ms\n`);
+      process.stderr.write(
+        `politeness: one host ${oneHostRate.toFixed(2)} req/s, five hosts ${fiveHostRate.toFixed(2)} req/s, ratio ${ratio.toFixed(2)}; per-host min gap ${Math.min(...stats.map((s) => s.minGapMs))} ms\n`,
+      );
       expect(ratio).toBeGreaterThan(3.2);
       // No ceiling on the ratio: the per-host gap and concurrency checks above already bound the rate
       // from above, and load on a shared machine that slows the one-host run only raises the ratio.
@@ -86,7 +88,7 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
     const site = await startPoliteSite({
       pages: 30,
       delayMs: 20,
-      behave: async (req, res, { host, path, headers }) => {
+      behave: async (_req, res, { host, path, headers }) => {
         if (host === 'shop-1.test' && path === '/p/5.html' && answered429At === undefined) {
           res.writeHead(429, { ...headers, 'retry-after': '3' });
           res.end('<html><body>slow down</body></html>');
@@ -158,10 +160,22 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       expect(learnt).toBeGreaterThanOrEqual(150);
       expect(learnt).toBeLessThanOrEqual(400);
       // Once learnt, the 96 slots of the fleet take this host about one request at a time.
-      const starts = site.requests.filter((r) => r.host === host).map((r) => r.at).sort((a, b) => a - b);
-      const gaps = starts.slice(-15).map((t, i, all) => (i === 0 ? Infinity : t - all[i - 1]!)).slice(1).sort((a, b) => a - b);
+      const starts = site.requests
+        .filter((r) => r.host === host)
+        .map((r) => r.at)
+        .sort((a, b) => a - b);
+      const gaps = starts
+        .slice(-15)
+        .map((t, i, all) => (i === 0 ? Infinity : t - all[i - 1]!))
+        .slice(1)
+        .sort((a, b) => a - b);
       expect(gaps[Math.floor(gaps.length / 2)]).toBeGreaterThanOrEqual(150);
-      expect(hostStats(site.requests.filter((r) => r.at >= starts[starts.length - 15]!), host).maxConcurrent).toBeLessThanOrEqual(2);
+      expect(
+        hostStats(
+          site.requests.filter((r) => r.at >= starts[starts.length - 15]!),
+          host,
+        ).maxConcurrent,
+      ).toBeLessThanOrEqual(2);
     } finally {
       await site.close();
     }
@@ -180,7 +194,9 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
     const alone = uniquePrefix('slow');
     try {
       const spider = writeJson(dir, 'slow.json', politeSpider('slow', [slow, fast], site.port, { hosts: { [slow]: { concurrencyPerHost: 2 } } }));
-      const run = await runCli(['crawl', spider, '--crawl-id', 'slow', '--concurrency', '64', '--out', join(dir, 'slow.jsonl'), '--quiet', '--json'], { env: testEnv(alone, { HOST_RESOLVE: env.HOST_RESOLVE! }) });
+      const run = await runCli(['crawl', spider, '--crawl-id', 'slow', '--concurrency', '64', '--out', join(dir, 'slow.jsonl'), '--quiet', '--json'], {
+        env: testEnv(alone, { HOST_RESOLVE: env.HOST_RESOLVE! }),
+      });
       expect(run.code).toBe(0);
       // Waiting does not spin: the 40 slow pages waited about 10 s in all, yet were parked only a
       // few times each (a job comes back when its turn is due, not to poll).
@@ -193,7 +209,10 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       const fastStats = hostStats(site.requests, fast);
       expect(slowStats.maxConcurrent).toBe(2);
       // 41 slow requests, two at a time, take 10 s; the fast host is done before the slow one's 8th.
-      const slowStarts = site.requests.filter((r) => r.host === slow).map((r) => r.at).sort((a, b) => a - b);
+      const slowStarts = site.requests
+        .filter((r) => r.host === slow)
+        .map((r) => r.at)
+        .sort((a, b) => a - b);
       expect(fastStats.last!).toBeLessThan(slowStarts[7]!);
       expect(fastStats.count).toBe(41);
     } finally {

@@ -31,11 +31,7 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
 
   beforeAll(async () => {
     // Each proxy connects out from its own loopback address, so the site can tell them apart.
-    proxies = await Promise.all([
-      startTinyproxy({ bind: '127.0.0.2' }),
-      startTinyproxy({ bind: '127.0.0.3' }),
-      startTinyproxy({ bind: '127.0.0.4', auth: { user: 'alice', password: PASSWORD } }),
-    ]);
+    proxies = await Promise.all([startTinyproxy({ bind: '127.0.0.2' }), startTinyproxy({ bind: '127.0.0.3' }), startTinyproxy({ bind: '127.0.0.4', auth: { user: 'alice', password: PASSWORD } })]);
     env = testEnv(prefix, { PROXY_LIST: proxies.map((p) => p.url).join(',') });
     for (let i = 0; i < 3; i++) workers.push(spawnCli(['worker', 'fetcher', '--concurrency', '32'], { env }));
     workers.push(spawnCli(['worker', 'parser'], { env }), spawnCli(['worker', 'writer'], { env }));
@@ -64,7 +60,7 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
   };
   const byProxy = (site: { requests: { remote?: string | undefined }[] }) => ['127.0.0.2', '127.0.0.3', '127.0.0.4'].map((a) => site.requests.filter((r) => r.remote === a).length);
 
-  test('5 requests per second per proxy, fleet-wide: no proxy\'s log shows more than 5 + burst in any second, and the load spreads over the 3', async () => {
+  test("5 requests per second per proxy, fleet-wide: no proxy's log shows more than 5 + burst in any second, and the load spreads over the 3", async () => {
     // Connection: close makes every request its own CONNECT, so the proxies' logs count requests.
     const site = await startPoliteSite({ pages: 60, close: true });
     try {
@@ -74,7 +70,12 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
       expect(dead).toEqual([]);
       expect(status.counters).toMatchObject({ fetched: 61, failed: 0 });
       const target = `127.0.0.1:${site.port}`;
-      const logs = proxies.map((p) => p.connects().filter((c) => c.target === target).map((c) => c.at));
+      const logs = proxies.map((p) =>
+        p
+          .connects()
+          .filter((c) => c.target === target)
+          .map((c) => c.at),
+      );
       expect(logs.reduce((n, l) => n + l.length, 0)).toBe(site.requests.length);
       for (const times of logs) {
         expect(busiestSecond(times)).toBeLessThanOrEqual(6);
@@ -110,7 +111,8 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
       expect(blockedThere.length).toBeGreaterThan(0);
       expect(p.status.counters.blocked).toBe(blockedThere.length);
       // Each blocked URL was fetched again through another proxy, never through the blocking one twice.
-      for (const r of blockedThere) expect(picky.requests.filter((x) => x.path === r.path).map((x) => x.remote)).toEqual(expect.arrayContaining(['127.0.0.2', expect.not.stringMatching(/^127\.0\.0\.2$/)]));
+      for (const r of blockedThere)
+        expect(picky.requests.filter((x) => x.path === r.path).map((x) => x.remote)).toEqual(expect.arrayContaining(['127.0.0.2', expect.not.stringMatching(/^127\.0\.0\.2$/)]));
 
       const h = await finish('hostile', hostileOut);
       expect(h.items).toEqual([]);
@@ -127,7 +129,7 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
 
   test('every vendor block page in test/fixtures/blocks, served as a 200, is a block: retried through each proxy in turn, then dead-lettered as ERR_BLOCKED', async () => {
     const fixtures = join(ROOT, 'test', 'fixtures', 'blocks');
-    const pages = (JSON.parse(readFileSync(join(fixtures, 'manifest.json'), 'utf8')) as { file: string; signal: string }[]);
+    const pages = JSON.parse(readFileSync(join(fixtures, 'manifest.json'), 'utf8')) as { file: string; signal: string }[];
     const site = await startPoliteSite({
       behave: (_req, res, { path, headers }) => {
         const page = pages.find((p) => path === `/block/${p.file}`);
@@ -149,7 +151,8 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
       const { items, status, dead } = await finish('vendors', await crawl('vendors', spider));
       expect(items).toEqual([]);
       expect(dead.map((d) => new URL(d.url).pathname).sort()).toEqual(pages.map((p) => `/block/${p.file}`).sort());
-      for (const d of dead) expect({ url: d.url, code: d.code, attempts: d.attempts, reason: d.reason }).toEqual({ url: d.url, code: 'ERR_BLOCKED', attempts: 3, reason: expect.stringMatching(/^blocked: /) });
+      for (const d of dead)
+        expect({ url: d.url, code: d.code, attempts: d.attempts, reason: d.reason }).toEqual({ url: d.url, code: 'ERR_BLOCKED', attempts: 3, reason: expect.stringMatching(/^blocked: /) });
       expect(status.counters).toMatchObject({ seen: pages.length, blocked: 3 * pages.length, failed: pages.length, parsed: 0 });
       // Each page's three attempts went through the three proxies.
       for (const p of pages) expect(new Set(site.requests.filter((r) => r.path === `/block/${p.file}`).map((r) => r.remote)).size).toBe(3);
@@ -166,7 +169,8 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
       await waitFor(() => site.requests.length >= 20, 60_000, 'the crawl under way');
       await proxies[0]!.kill();
       const killedAt = Date.now();
-      const killedState = async () => JSON.parse((await runCli(['status', '--crawl-id', 'dies', '--json'], { env })).stdout).proxies.find((p: { proxy: string }) => p.proxy.endsWith(`:${proxies[0]!.port}`)).state;
+      const killedState = async () =>
+        JSON.parse((await runCli(['status', '--crawl-id', 'dies', '--json'], { env })).stdout).proxies.find((p: { proxy: string }) => p.proxy.endsWith(`:${proxies[0]!.port}`)).state;
       await waitFor(async () => (await killedState()) === 'banned', 30_000, 'the dead proxy banned');
       const { items, dead, status } = await finish('dies', out);
       expect(items.map((i) => i.title).sort()).toEqual(Array.from({ length: 150 }, (_, i) => `127.0.0.1 p ${i + 1}`).sort());
@@ -192,7 +196,9 @@ describe('an https site through a proxy that wants credentials', () => {
     const dir = tempDir('https');
     const key = join(dir, 'key.pem');
     const cert = join(dir, 'cert.pem');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], {
+      stdio: 'ignore',
+    });
     const server = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
       res.writeHead(200, { 'content-type': 'text/html' });
       if (req.url === '/') res.end('<html><body><a href="/a.html">a</a><a href="/b.html">b</a></body></html>');
@@ -216,7 +222,11 @@ describe('an https site through a proxy that wants credentials', () => {
       const out = join(dir, 'items.jsonl');
       const run = await runCli(['crawl', spider, '--crawl-id', 'secure', '--proxies', proxiesFile, '--out', out, '--json', '--quiet'], { env: testEnv(prefix, { NODE_EXTRA_CA_CERTS: cert }) });
       expect(run.code).toBe(0);
-      expect(readJsonl(out).map((i) => i.title).sort()).toEqual(['secure /a.html', 'secure /b.html']);
+      expect(
+        readJsonl(out)
+          .map((i) => i.title)
+          .sort(),
+      ).toEqual(['secure /a.html', 'secure /b.html']);
       // The tunnel is kept alive: three requests, one CONNECT or a few.
       expect(proxy.connects().filter((c) => c.target === `127.0.0.1:${port}`).length).toBeGreaterThanOrEqual(1);
       expect(run.stdout + run.stderr).not.toContain(PASSWORD);

@@ -25,7 +25,11 @@ function leaks(where: string, text: string): string[] {
 /** A private Redis that wants a password, so the URL must carry one. */
 async function startPrivateRedis(password: string): Promise<{ port: number; stop: () => Promise<void> }> {
   const port = await freePort();
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--requirepass', password], { stdio: 'ignore' });
+  const child: ChildProcess = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--requirepass', password],
+    { stdio: 'ignore' },
+  );
   process.once('exit', () => child.kill('SIGKILL'));
   await waitForPort(port, 10_000, 'redis-server');
   return {
@@ -49,13 +53,19 @@ async function dumpRedis(redis: Redis): Promise<string> {
     for (const key of keys) {
       const type = await redis.type(key);
       const value =
-        type === 'string' ? await redis.get(key)
-        : type === 'hash' ? await redis.hgetall(key)
-        : type === 'set' ? await redis.smembers(key)
-        : type === 'zset' ? await redis.zrange(key, 0, -1, 'WITHSCORES')
-        : type === 'list' ? await redis.lrange(key, 0, -1)
-        : type === 'stream' ? await redis.xrange(key, '-', '+')
-        : null;
+        type === 'string'
+          ? await redis.get(key)
+          : type === 'hash'
+            ? await redis.hgetall(key)
+            : type === 'set'
+              ? await redis.smembers(key)
+              : type === 'zset'
+                ? await redis.zrange(key, 0, -1, 'WITHSCORES')
+                : type === 'list'
+                  ? await redis.lrange(key, 0, -1)
+                  : type === 'stream'
+                    ? await redis.xrange(key, '-', '+')
+                    : null;
       const dumped = await redis.dumpBuffer(key);
       parts.push(`${key} ${type} ${JSON.stringify(value)} ${dumped?.toString('latin1') ?? ''}`);
     }
@@ -95,7 +105,14 @@ describe('credentials with @, : and / never leave the process that was given the
     });
     proxy = await startAuthProxy('alice', PROXY_PW);
     // /p/3.html is missing: a dead letter whose record and failed job are read too.
-    site = await startPoliteSite({ pages: 8, behave: (_req, res, { path }) => (path === '/p/3.html' ? (res.writeHead(404).end('gone'), true) : false) });
+    site = await startPoliteSite({
+      pages: 8,
+      behave: (_req, res, { path }) => {
+        if (path !== '/p/3.html') return false;
+        res.writeHead(404).end('gone');
+        return true;
+      },
+    });
     const mongoHostDb = mongo.url.replace('mongodb://', '');
     urls.redisRaw = `redis://:${REDIS_PW}@127.0.0.1:${redisServer.port}`;
     urls.redisEncoded = `redis://:${encodeURIComponent(REDIS_PW)}@127.0.0.1:${redisServer.port}`;
@@ -110,7 +127,10 @@ describe('credentials with @, : and / never leave the process that was given the
     await site?.close();
     await proxy?.close();
     const client = await MongoClient.connect(mongo.url).catch(() => undefined);
-    await client?.db().dropDatabase().catch(() => undefined);
+    await client
+      ?.db()
+      .dropDatabase()
+      .catch(() => undefined);
     await client?.close();
     await mongo?.stop();
     await redisServer?.stop();
@@ -124,7 +144,10 @@ describe('credentials with @, : and / never leave the process that was given the
     // 1. one process, every URL pasted raw
     const proxiesFile = join(dir, 'proxies.txt');
     writeFileSync(proxiesFile, `${urls.proxyRaw}\n`);
-    const one = await runCli(['crawl', spider('one'), '--crawl-id', 'one', '--redis', urls.redisRaw, '--mongo', urls.mongoRaw, '--proxies', proxiesFile, '--json', '--quiet'], { env, timeoutMs: 150_000 });
+    const one = await runCli(['crawl', spider('one'), '--crawl-id', 'one', '--redis', urls.redisRaw, '--mongo', urls.mongoRaw, '--proxies', proxiesFile, '--json', '--quiet'], {
+      env,
+      timeoutMs: 150_000,
+    });
     record('crawl', one);
     expect({ code: one.code, stderrTail: one.code === 0 ? '' : one.stderr.slice(-3000) }).toEqual({ code: 0, stderrTail: '' });
     expect(JSON.parse(one.stdout.trim().split('\n').at(-1)!).counters).toMatchObject({ fetched: 9, items: 7, written: 7, failed: 1 });
@@ -152,13 +175,23 @@ describe('credentials with @, : and / never leave the process that was given the
     // The items are in MongoDB, written by writers that took the password from their own environment.
     const client = await MongoClient.connect(mongo.url);
     try {
-      expect(await client.db().collection('page').countDocuments({ crawlId: { $in: ['one', 'two'] } })).toBe(7);
+      expect(
+        await client
+          .db()
+          .collection('page')
+          .countDocuments({ crawlId: { $in: ['one', 'two'] } }),
+      ).toBe(7);
     } finally {
       await client.close();
     }
 
     // 3. everything a user or another program can read
-    for (const args of [['status', '--json'], ['status', '--crawl-id', 'one', '--json'], ['status', '--crawl-id', 'two'], ['monitor', '--once']]) {
+    for (const args of [
+      ['status', '--json'],
+      ['status', '--crawl-id', 'one', '--json'],
+      ['status', '--crawl-id', 'two'],
+      ['monitor', '--once'],
+    ]) {
       const r = await runCli(args, { env: fleetEnv });
       expect(r.code).toBe(0);
       record(args.join(' '), r);
@@ -184,7 +217,7 @@ describe('credentials with @, : and / never leave the process that was given the
     expect(leaks('the raw Redis URL itself', urls.redisRaw)).not.toEqual([]);
   });
 
-  test('the CLI\'s error line shows a failed URL without its password', async () => {
+  test("the CLI's error line shows a failed URL without its password", async () => {
     const closedPort = await freePort();
     const env = testEnv(prefix, { REDIS_URL: 'redis://127.0.0.1:1' });
     const unreachable = await runCli(['status', '--redis', `redis://:${REDIS_PW}@127.0.0.1:${closedPort}`], { env });
@@ -198,7 +231,9 @@ describe('credentials with @, : and / never leave the process that was given the
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain(`cannot reach Redis at redis://***:***@127.0.0.1:${redisServer.port}: WRONGPASS`);
     // a sitemap that cannot be read, its URL with a password: the seed's own error line
-    const sitemap = await runCli(['seed', writeJson(dir, 'sm.json', politeSpider('sm', ['127.0.0.1'], site.port)), '--sitemap', `http://u:${PROXY_PW}@127.0.0.1:${closedPort}/sitemap.xml`], { env: { ...env, REDIS_URL: urls.redisEncoded } });
+    const sitemap = await runCli(['seed', writeJson(dir, 'sm.json', politeSpider('sm', ['127.0.0.1'], site.port)), '--sitemap', `http://u:${PROXY_PW}@127.0.0.1:${closedPort}/sitemap.xml`], {
+      env: { ...env, REDIS_URL: urls.redisEncoded },
+    });
     expect(sitemap.code).not.toBe(0);
     expect(sitemap.stderr).toMatch(/^crawlfleet: /m);
     // commander's own complaint about an argument echoes it

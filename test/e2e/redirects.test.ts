@@ -84,7 +84,10 @@ describe('redirects to another host obey that host: its robots.txt, its politene
       expect(requested.filter((r) => r.startsWith('b.test'))).toEqual(['b.test/robots.txt', 'b.test/hop/1', 'b.test/hop/3']);
 
       // The slow host's targets took its slot, one per delay, like any URL of that host.
-      const slow = hostStats(site.requests.filter((r) => r.path.startsWith('/p/')), 'slow.test');
+      const slow = hostStats(
+        site.requests.filter((r) => r.path.startsWith('/p/')),
+        'slow.test',
+      );
       expect(slow.count).toBe(4);
       expect(slow.minGapMs).toBeGreaterThanOrEqual(SLOW_DELAY_MS);
 

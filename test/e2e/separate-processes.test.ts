@@ -17,7 +17,11 @@ describe('the fleet as separate processes', () => {
       const crawlId = seeded.stdout.trim().split('\n').pop()!;
       expect(crawlId).toMatch(/^catalogue-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ$/);
 
-      for (const [stage, n] of [['fetcher', 2], ['parser', 2], ['writer', 1]] as const) {
+      for (const [stage, n] of [
+        ['fetcher', 2],
+        ['parser', 2],
+        ['writer', 1],
+      ] as const) {
         for (let i = 0; i < n; i++) workers.push(spawnCli(['worker', stage, '--concurrency', '8'], { env }));
       }
       const waited = await runCli(['wait', '--crawl-id', crawlId, '--timeout', '150'], { env, timeoutMs: 160_000 });

@@ -24,7 +24,7 @@ describe('crawlfleet shell URL', () => {
   });
   afterAll(() => site.close());
 
-  test('a code spider (examples/books.ts): its parse hook\'s book item, with the computed price including tax', async () => {
+  test("a code spider (examples/books.ts): its parse hook's book item, with the computed price including tax", async () => {
     const book = truth.details.find((d) => d.url.endsWith('/a-light-in-the-attic_1000/index.html'))!;
     const code = join(dir, 'books.ts');
     writeFileSync(code, readFileSync(join(ROOT, 'examples', 'books.ts'), 'utf8').replaceAll('127.0.0.1:8080', site.url.replace('http://', '')));
@@ -47,7 +47,11 @@ describe('crawlfleet shell URL', () => {
     expect(out.items).toEqual([{ ...book, inStock, spider: 'books', crawlId: 'shell', fetchedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
     // the book pages it recommends, as the follow rule picks them
     const $ = cheerio.load(readFileSync(join(root, new URL(book.url).pathname), 'utf8'));
-    expect(out.links).toEqual($('article.product_pod h3 a').toArray().map((a) => new URL($(a).attr('href')!, book.url).href));
+    expect(out.links).toEqual(
+      $('article.product_pod h3 a')
+        .toArray()
+        .map((a) => new URL($(a).attr('href')!, book.url).href),
+    );
   });
 
   test('a catalogue page: its 20 listing items and its links, next page first', async () => {
@@ -94,7 +98,13 @@ describe('crawlfleet shell URL', () => {
     const out = JSON.parse(run.stdout);
     expect(out.items).toEqual([]);
     const $ = cheerio.load(readFileSync(join(root, 'catalogue', 'page-2.html'), 'utf8'));
-    const hrefs = [...new Set($('a[href]').toArray().map((a) => new URL($(a).attr('href')!, `${site.url}/catalogue/page-2.html`).href))];
+    const hrefs = [
+      ...new Set(
+        $('a[href]')
+          .toArray()
+          .map((a) => new URL($(a).attr('href')!, `${site.url}/catalogue/page-2.html`).href),
+      ),
+    ];
     expect(out.links).toEqual(hrefs);
   });
 

@@ -20,11 +20,21 @@ describe('sitemaps as a seed source', () => {
       const listed = [...Array.from({ length: SHAPE.catalogPages }, (_, i) => `/catalogue/page-${i + 1}.html`), ...Array.from({ length: SHAPE.products }, (_, i) => `/product/p-${i + 1}.html`)];
       const pages = site.requests.map((r) => r.path).filter((p) => !p.includes('sitemap') && p !== '/robots.txt');
       expect(pages.sort()).toEqual(listed.sort());
-      expect(site.requests.filter((r) => r.path.includes('sitemap')).map((r) => r.path).sort()).toEqual(['/sitemap_index.xml', '/sitemaps/catalogue.xml', '/sitemaps/products.xml.gz']);
+      expect(
+        site.requests
+          .filter((r) => r.path.includes('sitemap'))
+          .map((r) => r.path)
+          .sort(),
+      ).toEqual(['/sitemap_index.xml', '/sitemaps/catalogue.xml', '/sitemaps/products.xml.gz']);
       const truth = groundTruth(site.url, SHAPE);
       const items = readJsonl(out);
       const fields = ['type', 'url', 'sku', 'title', 'price'];
-      expect(comparable(items.filter((i) => i.type === 'product'), fields)).toEqual(comparable(truth.products, fields));
+      expect(
+        comparable(
+          items.filter((i) => i.type === 'product'),
+          fields,
+        ),
+      ).toEqual(comparable(truth.products, fields));
       // The off-site URL in the sitemap is out of scope: skipped, never fetched.
       expect(JSON.parse(run.stdout.trim().split('\n').pop()!).counters).toMatchObject({ seen: listed.length, fetched: listed.length, skipped: 1, failed: 0 });
     } finally {
@@ -32,7 +42,7 @@ describe('sitemaps as a seed source', () => {
     }
   });
 
-  test('seed --sitemap URL admits the sitemap index\'s URLs; a sitemap that cannot be read fails the seed with its name and registers nothing', async () => {
+  test("seed --sitemap URL admits the sitemap index's URLs; a sitemap that cannot be read fails the seed with its name and registers nothing", async () => {
     const site = await startCatalogueSite(SHAPE, { sitemaps: true });
     try {
       const env = testEnv(prefix);

@@ -31,7 +31,9 @@ const ALLOWED = 'allowed.test';
 /** One more allowed origin per forbidden name, whose robots.txt redirects there: a hop followed inside one request. */
 const hop = (name: string) => `hop-${name}`;
 
-const HOST_RESOLVE = [...FORBIDDEN.map((f) => `${f.name}:${f.address.includes(':') ? `[${f.address}]` : f.address}`), `${ALLOWED}:127.0.0.1`, ...FORBIDDEN.map((f) => `${hop(f.name)}:127.0.0.1`)].join(',');
+const HOST_RESOLVE = [...FORBIDDEN.map((f) => `${f.name}:${f.address.includes(':') ? `[${f.address}]` : f.address}`), `${ALLOWED}:127.0.0.1`, ...FORBIDDEN.map((f) => `${hop(f.name)}:127.0.0.1`)].join(
+  ',',
+);
 
 describe('SSRF: names resolving to loopback, private, link-local and metadata addresses are refused directly, after a redirect and through a proxy', () => {
   // A prefix per crawl: robots.txt is cached fleet-wide, and each crawl must ask for its own.
@@ -72,12 +74,7 @@ describe('SSRF: names resolving to loopback, private, link-local and metadata ad
     const port = site.port;
     const spider = writeJson(dir, `${crawlId}.json`, {
       name: 'ssrf',
-      startUrls: [
-        `http://${ALLOWED}:${port}/`,
-        ...FORBIDDEN.map((f) => `http://${f.name}:${port}/direct`),
-        ...FORBIDDEN.map((f) => `http://${hop(f.name)}:${port}/page`),
-        ...extraStartUrls,
-      ],
+      startUrls: [`http://${ALLOWED}:${port}/`, ...FORBIDDEN.map((f) => `http://${f.name}:${port}/direct`), ...FORBIDDEN.map((f) => `http://${hop(f.name)}:${port}/page`), ...extraStartUrls],
       allowedDomains: [ALLOWED, ...FORBIDDEN.map((f) => f.name), ...FORBIDDEN.map((f) => hop(f.name))],
       allowedAddresses: ['127.0.0.1'],
       obeyRobotsTxt: true,
@@ -111,7 +108,10 @@ describe('SSRF: names resolving to loopback, private, link-local and metadata ad
     // Each refusal names the address it refused.
     for (const f of FORBIDDEN) expect(dead.find((d) => d.url === `http://${f.name}:${port}/direct`).reason).toContain(`resolves to ${f.address}`);
     expect(status.counters).toMatchObject({ failed: 3 * FORBIDDEN.length, items: 1 });
-    const asked = site.requests.slice(before).map((r) => `${r.host} ${r.path}`).sort();
+    const asked = site.requests
+      .slice(before)
+      .map((r) => `${r.host} ${r.path}`)
+      .sort();
     expect(asked).toEqual([`${ALLOWED} /`, `${ALLOWED} /robots.txt`, ...FORBIDDEN.map((f) => `${ALLOWED} /redirect/${f.name}`), ...FORBIDDEN.map((f) => `${hop(f.name)} /robots.txt`)].sort());
     expect(proxy.requests()).toEqual([]);
   });
@@ -121,7 +121,11 @@ describe('SSRF: names resolving to loopback, private, link-local and metadata ad
     const before = site.requests.length;
     const proxies = join(dir, 'proxies.txt');
     writeFileSync(proxies, `${proxy.url}\n`);
-    const { items, dead, status } = await crawl('proxied', FORBIDDEN.map((f) => `https://${f.name}:${port}/direct-tls`), ['--proxies', proxies]);
+    const { items, dead, status } = await crawl(
+      'proxied',
+      FORBIDDEN.map((f) => `https://${f.name}:${port}/direct-tls`),
+      ['--proxies', proxies],
+    );
     // The proxy's log: every request it got was a tunnel to the vetted address of the allowed names.
     const seen = proxy.requests();
     expect(new Set(seen.map((r) => `${r.method} ${r.target}`))).toEqual(new Set([`CONNECT 127.0.0.1:${port}`]));
@@ -160,7 +164,9 @@ describe('the vetted address through a proxy: names resolve here, the proxy tunn
     const key = join(dir, 'key.pem');
     const cert = join(dir, 'cert.pem');
     // The certificate names secure.test only: it verifies only when SNI and the check use the name.
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=secure.test', '-addext', 'subjectAltName=DNS:secure.test'], { stdio: 'ignore' });
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=secure.test', '-addext', 'subjectAltName=DNS:secure.test'], {
+      stdio: 'ignore',
+    });
     const seenTls: { host: string | undefined; servername: string | false | null | undefined }[] = [];
     const secure = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
       seenTls.push({ host: req.headers.host, servername: (req.socket as TLSSocket).servername });
@@ -185,7 +191,12 @@ describe('the vetted address through a proxy: names resolve here, the proxy tunn
         const result = await runCli(['crawl', writeJson(dir, `${crawlId}.json`, spider), '--crawl-id', crawlId, '--proxies', proxies, '--out', out, '--json', '--quiet'], { env });
         expect(result.stdout + result.stderr).not.toContain(PASSWORD);
         expect(result.code).toBe(0);
-        return { titles: readJsonl(out).map((i) => i.title).sort(), status: JSON.parse(result.stdout.trim().split('\n').pop()!) };
+        return {
+          titles: readJsonl(out)
+            .map((i) => i.title)
+            .sort(),
+          status: JSON.parse(result.stdout.trim().split('\n').pop()!),
+        };
       };
       const items = [{ type: 'page', fields: { title: { css: 'h1.t', required: true } } }];
       const https = await run('secure', { name: 'secure', startUrls: [`https://secure.test:${securePort}/`], allowPrivateAddresses: true, obeyRobotsTxt: false, follow: [{ css: 'a' }], items });

@@ -14,7 +14,12 @@ export function booksTruth(root: string, base: string) {
         type: 'listing',
         link: new URL($(el).find('h3 a').attr('href')!, pageUrl).href,
         title: $(el).find('h3 a').attr('title'),
-        price: Number($(el).find('.price_color').text().replace(/[^0-9.]/g, '')),
+        price: Number(
+          $(el)
+            .find('.price_color')
+            .text()
+            .replace(/[^0-9.]/g, ''),
+        ),
         rating: $(el).find('p.star-rating').attr('class')!.split(/\s+/)[1],
       }));
   });
@@ -27,7 +32,11 @@ export function booksTruth(root: string, base: string) {
         type: 'book',
         url: `${base}/catalogue/${d}/index.html`,
         title: $('.product_main h1').text().trim(),
-        price: Number($('.product_main .price_color').text().replace(/[^0-9.]/g, '')),
+        price: Number(
+          $('.product_main .price_color')
+            .text()
+            .replace(/[^0-9.]/g, ''),
+        ),
         upc: $('table.table tr').first().find('td').text().trim(),
         availability,
         rating: $('.product_main p.star-rating').attr('class')!.split(/\s+/)[1],

@@ -89,9 +89,7 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
 
 /** The item set without the fields that differ between runs, sorted, for exact comparison. */
 export function comparable(items: Record<string, unknown>[], keep: string[]): Record<string, unknown>[] {
-  return items
-    .map((i) => Object.fromEntries(keep.map((k) => [k, i[k]])))
-    .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+  return items.map((i) => Object.fromEntries(keep.map((k) => [k, i[k]]))).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
 }
 
 /**

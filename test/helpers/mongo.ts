@@ -45,7 +45,9 @@ export async function startMongo(dbName: string): Promise<MongoServer> {
   let child: ChildProcess | undefined;
   const spawnServer = async () => {
     const log = openSync(join(dir, 'ferretdb.log'), 'a');
-    child = spawn(bin, ['--handler=sqlite', `--sqlite-url=file:${dir}/`, `--listen-addr=127.0.0.1:${port}`, '--telemetry=disable', '--debug-addr=-', '--log-level=warn'], { stdio: ['ignore', log, log] });
+    child = spawn(bin, ['--handler=sqlite', `--sqlite-url=file:${dir}/`, `--listen-addr=127.0.0.1:${port}`, '--telemetry=disable', '--debug-addr=-', '--log-level=warn'], {
+      stdio: ['ignore', log, log],
+    });
     closeSync(log);
     await waitForPort(port, 20_000, 'FerretDB');
   };

@@ -84,7 +84,10 @@ export async function startTinyproxy(options: { auth?: { user: string; password:
     start,
     connects() {
       const text = readLog(logFile);
-      return [...text.matchAll(/^CONNECT\s+(\w{3}) (\d\d) (\d\d:\d\d:\d\d\.\d{3}) \[\d+\]: Request \(file descriptor \d+\): CONNECT (\S+) HTTP/gm)].map((m) => ({ at: logTime(m[1]!, m[2]!, m[3]!), target: m[4]! }));
+      return [...text.matchAll(/^CONNECT\s+(\w{3}) (\d\d) (\d\d:\d\d:\d\d\.\d{3}) \[\d+\]: Request \(file descriptor \d+\): CONNECT (\S+) HTTP/gm)].map((m) => ({
+        at: logTime(m[1]!, m[2]!, m[3]!),
+        target: m[4]!,
+      }));
     },
     requests() {
       return [...readLog(logFile).matchAll(/\]: Request \(file descriptor \d+\): (\S+) (\S+) HTTP/g)].map((m) => ({ method: m[1]!, target: m[2]! }));

@@ -75,7 +75,9 @@ describe('the SSRF guard decides on addresses (pure)', () => {
     expect(spider.proxies.resolveNames).toBe(false);
     expect(validateSpider({ name: 'x', allowedAddresses: ['10.0.0.0/8', '127.0.0.1', 'fd00::/8'] }).allowedAddresses).toHaveLength(3);
     for (const bad of ['10.0.0.0/33', 'intranet', '10.0.0.1/8/1', 'fd00::/129']) {
-      expect(() => validateSpider({ name: 'x', allowedAddresses: [bad] }, 'my.json')).toThrow(expect.objectContaining({ issues: [expect.stringMatching(/^my\.json: allowedAddresses\[0\]: must be an IP address or a CIDR range/)] }));
+      expect(() => validateSpider({ name: 'x', allowedAddresses: [bad] }, 'my.json')).toThrow(
+        expect.objectContaining({ issues: [expect.stringMatching(/^my\.json: allowedAddresses\[0\]: must be an IP address or a CIDR range/)] }),
+      );
     }
   });
 });

@@ -56,7 +56,12 @@ describe('backpressure', () => {
     try {
       await upstream.waitUntilReady();
       // Six write jobs parked by a paused crawl, one waiting job of a running one.
-      await connection.multi().sadd(keys.crawlIndex(), 'paused-one', 'running-one').hset(keys.crawl('paused-one').meta, 'state', 'paused').hset(keys.crawl('running-one').meta, 'state', 'running').exec();
+      await connection
+        .multi()
+        .sadd(keys.crawlIndex(), 'paused-one', 'running-one')
+        .hset(keys.crawl('paused-one').meta, 'state', 'paused')
+        .hset(keys.crawl('running-one').meta, 'state', 'running')
+        .exec();
       await connection.sadd(keys.crawl('paused-one').parked.write, ...Array.from({ length: 6 }, (_, i) => `w${i}`));
       await downstream.addBulk(Array.from({ length: 6 }, (_, i) => ({ name: 'write', data: { i }, opts: { jobId: `w${i}`, delay: 24 * 3_600_000 } })));
       await downstream.add('write', {}, { jobId: 'other' });

@@ -15,13 +15,26 @@ function moduleOf(code: SpiderCode): LoadedSpiderModule {
 }
 
 function page(html: string, over: Partial<HookPage> = {}): HookPage {
-  return { url: 'http://127.0.0.1:8080/shop/p1.html', requestedUrl: 'http://127.0.0.1:8080/shop/p1.html', status: 200, headers: { 'content-type': 'text/html' }, contentType: 'text/html', text: html, doc: { kind: 'html', $: cheerio.load(html) }, crawlId: 'c1', fetchedAt: '2026-12-03T00:00:00.000Z', depth: 2, meta: { from: 'list' }, ...over };
+  return {
+    url: 'http://127.0.0.1:8080/shop/p1.html',
+    requestedUrl: 'http://127.0.0.1:8080/shop/p1.html',
+    status: 200,
+    headers: { 'content-type': 'text/html' },
+    contentType: 'text/html',
+    text: html,
+    doc: { kind: 'html', $: cheerio.load(html) },
+    crawlId: 'c1',
+    fetchedAt: '2026-12-03T00:00:00.000Z',
+    depth: 2,
+    meta: { from: 'list' },
+    ...over,
+  };
 }
 
 const stamp = { spider: 'unit', crawlId: 'c1', fetchedAt: '2026-12-03T00:00:00.000Z' };
 
 describe('runPageHooks: a code spider over one page', () => {
-  test('yielded items are stamped, links resolve against the page with their depth and metadata, and the rules\' results come first', async () => {
+  test("yielded items are stamped, links resolve against the page with their depth and metadata, and the rules' results come first", async () => {
     const html = '<h1>Lamp</h1><span class="sku">L-1</span><a class="rel" href="../shop/p2.html">p2</a>';
     const out = await runPageHooks(
       moduleOf({
@@ -49,7 +62,11 @@ describe('runPageHooks: a code spider over one page', () => {
   });
 
   test('a returned {items, links} object and an async generator serve as well', async () => {
-    const returned = await runPageHooks(moduleOf({ parse: () => ({ items: [{ type: 'product', sku: 'A' }], links: ['p9.html'] }) } as unknown as SpiderCode), page('<p>x</p>'), spider, { items: [], links: [], invalid: 0 });
+    const returned = await runPageHooks(moduleOf({ parse: () => ({ items: [{ type: 'product', sku: 'A' }], links: ['p9.html'] }) } as unknown as SpiderCode), page('<p>x</p>'), spider, {
+      items: [],
+      links: [],
+      invalid: 0,
+    });
     expect(returned.items.map((i) => i.sku)).toEqual(['A']);
     expect(returned.links).toEqual([{ url: 'http://127.0.0.1:8080/shop/p9.html', depth: 3 }]);
     const generated = await runPageHooks(
@@ -69,7 +86,14 @@ describe('runPageHooks: a code spider over one page', () => {
   test('the item hook transforms or drops, the schema and the key field check, each drop with its reason', async () => {
     const out = await runPageHooks(
       moduleOf({
-        parse: () => [{ type: 'product', sku: 'ok', price: '12.50' }, { type: 'product', sku: 'bad', price: 'n/a' }, { type: 'product', price: '1' }, { type: 'product', sku: 'held', price: '2' }, { sku: 'no-type' }, { type: 'product', sku: 'null', price: '3' }],
+        parse: () => [
+          { type: 'product', sku: 'ok', price: '12.50' },
+          { type: 'product', sku: 'bad', price: 'n/a' },
+          { type: 'product', price: '1' },
+          { type: 'product', sku: 'held', price: '2' },
+          { sku: 'no-type' },
+          { type: 'product', sku: 'null', price: '3' },
+        ],
         item: (item: Record<string, unknown>) => {
           if (item.sku === 'held') throw new Error('held back');
           if (item.sku === 'null') return null;
@@ -110,7 +134,7 @@ describe('runPageHooks: a code spider over one page', () => {
     expect(err).toMatchObject({ code: 'ERR_SPIDER_HOOK', message: 'parse hook threw at unit.ts:7: did not finish within 150 ms (limits.timeoutMs)' });
   });
 
-  test('without a module the rules\' results pass through unchanged', async () => {
+  test("without a module the rules' results pass through unchanged", async () => {
     const rules = { items: [{ type: 'rule', url: 'u', ...stamp }], links: ['http://127.0.0.1:8080/a'], invalid: 2 };
     expect(await runPageHooks(undefined, page(''), spider, rules)).toEqual({ items: rules.items, links: [{ url: 'http://127.0.0.1:8080/a', depth: 3 }], invalid: 2, invalidReasons: [] });
   });
@@ -156,7 +180,10 @@ describe('spider modules', () => {
 
   test('a TypeScript module with a local import compiles; its hash covers its own files; a data-only module is a plain spider', async () => {
     writeFileSync(join(dir, 'helper.ts'), 'export const tax = (p: number): number => Math.round(p * 120) / 100;\n');
-    writeFileSync(join(dir, 'shop.ts'), "import { defineSpider } from '@crawlfleet/sdk';\nimport { tax } from './helper.js';\nexport default defineSpider({ name: 'shop', startUrls: ['http://127.0.0.1:1/'], *parse() { yield { type: 'x', v: tax(10) }; } });\n");
+    writeFileSync(
+      join(dir, 'shop.ts'),
+      "import { defineSpider } from '@crawlfleet/sdk';\nimport { tax } from './helper.js';\nexport default defineSpider({ name: 'shop', startUrls: ['http://127.0.0.1:1/'], *parse() { yield { type: 'x', v: tax(10) }; } });\n",
+    );
     const first = await loadSpiderDefinition(join(dir, 'shop.ts'));
     expect(first.module?.ref).toEqual({ path: join(dir, 'shop.ts'), hash: expect.stringMatching(/^[0-9a-f]{16}$/) });
     expect(typeof first.module?.code.parse).toBe('function');
@@ -173,7 +200,9 @@ describe('spider modules', () => {
   test('a compile error names the file, line and problem; an error thrown by a hook is located in the source', async () => {
     writeFileSync(join(dir, 'broken.ts'), "export default {\n  name: 'broken',\n  parse( {\n};\n");
     await expect(loadSpiderDefinition(join(dir, 'broken.ts'))).rejects.toThrow('broken.ts:4:2: Expected ")" but found ";"');
-    writeFileSync(join(dir, 'thrower.ts'), "import { defineSpider } from '@crawlfleet/sdk';\n\nexport default defineSpider({\n  name: 'thrower',\n  parse() {\n    const n: number = 1;\n    throw new Error(`bad ${n}`);\n  },\n});\n");
+    const thrower =
+      "import { defineSpider } from '@crawlfleet/sdk';\n\nexport default defineSpider({\n  name: 'thrower',\n  parse() {\n    const n: number = 1;\n    throw new Error('bad ' + n);\n  },\n});\n";
+    writeFileSync(join(dir, 'thrower.ts'), thrower);
     const { module } = await loadSpiderDefinition(join(dir, 'thrower.ts'));
     let thrown: unknown;
     try {
@@ -185,7 +214,7 @@ describe('spider modules', () => {
   });
 });
 
-test('a link\'s metadata survives the frontier', () => {
+test("a link's metadata survives the frontier", () => {
   const request = { url: 'http://a/b', depth: 3, referer: 'http://a/', meta: { id: 7, tags: ['x'] } };
   expect(decodeRequest(encodeRequest(request))).toEqual(request);
   expect(decodeRequest(encodeRequest({ url: 'http://a/b', depth: 0 }))).toEqual({ url: 'http://a/b', depth: 0 });

@@ -82,7 +82,7 @@ describe('retry policy', () => {
     const now = Date.UTC(2026, 11, 3);
     const cap = 300_000;
     expect(parseRetryAfter('999999999', now, cap)).toBe(cap);
-    expect(parseRetryAfter('1' + '0'.repeat(30), now, cap)).toBe(cap);
+    expect(parseRetryAfter(`1${'0'.repeat(30)}`, now, cap)).toBe(cap);
     expect(parseRetryAfter(new Date(now + 365 * 86_400_000).toUTCString(), now, cap)).toBe(cap);
     expect(parseRetryAfter('Thursday, 03-Dec-26 00:00:30 GMT', now, cap)).toBe(30_000);
     expect(parseRetryAfter('Thu Dec  3 00:00:10 2026', now, cap)).toBe(10_000);

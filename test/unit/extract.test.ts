@@ -39,8 +39,32 @@ describe('extractPage', () => {
 
   test('one item per `each` element, fields scoped to it, typed and resolved against <base href>', () => {
     expect(page.items.filter((i) => i.type === 'product')).toEqual([
-      { type: 'product', url: 'http://shop.test/cat/list.html', link: 'http://shop.test/base/one.html', name: 'One', price: 1234.5, qty: 3, sale: true, tags: ['a', 'b'], spider: 'shop', crawlId: 'c1', fetchedAt: meta.fetchedAt },
-      { type: 'product', url: 'http://shop.test/cat/list.html', link: 'http://shop.test/two.html', name: 'Two', price: null, qty: null, sale: null, tags: [], spider: 'shop', crawlId: 'c1', fetchedAt: meta.fetchedAt },
+      {
+        type: 'product',
+        url: 'http://shop.test/cat/list.html',
+        link: 'http://shop.test/base/one.html',
+        name: 'One',
+        price: 1234.5,
+        qty: 3,
+        sale: true,
+        tags: ['a', 'b'],
+        spider: 'shop',
+        crawlId: 'c1',
+        fetchedAt: meta.fetchedAt,
+      },
+      {
+        type: 'product',
+        url: 'http://shop.test/cat/list.html',
+        link: 'http://shop.test/two.html',
+        name: 'Two',
+        price: null,
+        qty: null,
+        sale: null,
+        tags: [],
+        spider: 'shop',
+        crawlId: 'c1',
+        fetchedAt: meta.fetchedAt,
+      },
     ]);
   });
 
@@ -59,7 +83,7 @@ describe('extractPage', () => {
   });
 
   test('hostile HTML does not throw', () => {
-    const nasty = '<div class="p"><a href="http://[::1">x</a><span class="price">1</span>' + '<div>'.repeat(5000) + '\u0000<<<>>>';
+    const nasty = `<div class="p"><a href="http://[::1">x</a><span class="price">1</span>${'<div>'.repeat(5000)}\u0000<<<>>>`;
     expect(() => extractPage(nasty, 'http://shop.test/list.html', spider, meta)).not.toThrow();
   });
 });

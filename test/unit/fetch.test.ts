@@ -90,7 +90,7 @@ describe('response classification', () => {
 
 describe('page bodies cross Redis compressed', () => {
   test('round trip, smaller than the page, and a decompression bomb is capped', () => {
-    const page = Buffer.from('<html>' + 'hello world '.repeat(10_000) + '</html>');
+    const page = Buffer.from(`<html>${'hello world '.repeat(10_000)}</html>`);
     const encoded = encodeBody(page);
     expect(encoded.length).toBeLessThan(page.length / 10);
     expect(decodeBody(encoded).equals(page)).toBe(true);
@@ -98,7 +98,7 @@ describe('page bodies cross Redis compressed', () => {
   });
 
   test('a parse job written by an older fetcher (gzip, base64) still decodes, and so does a GBK body, byte for byte', () => {
-    const page = Buffer.from('<html>' + 'hello world '.repeat(1_000) + '</html>');
+    const page = Buffer.from(`<html>${'hello world '.repeat(1_000)}</html>`);
     expect(decodeBody(gzipSync(page, { level: 6 }).toString('base64')).equals(page)).toBe(true);
     expect(() => decodeBody(gzipSync(Buffer.alloc(2_000_000)).toString('base64'), 1_000_000)).toThrow();
     const gbk = Buffer.from('3c7469746c653ec4e3bac3a3accac0bde73c2f7469746c653e', 'hex'); // <title>你好，世界</title> in GBK

@@ -11,17 +11,55 @@ describe('JSON path syntax', () => {
   test.each([
     ['$', []],
     ['a', [{ kind: 'key', key: 'a' }]],
-    ['author.name', [{ kind: 'key', key: 'author' }, { kind: 'key', key: 'name' }]],
-    ['$.author.name', [{ kind: 'key', key: 'author' }, { kind: 'key', key: 'name' }]],
-    ['images[0]', [{ kind: 'key', key: 'images' }, { kind: 'index', index: 0 }]],
+    [
+      'author.name',
+      [
+        { kind: 'key', key: 'author' },
+        { kind: 'key', key: 'name' },
+      ],
+    ],
+    [
+      '$.author.name',
+      [
+        { kind: 'key', key: 'author' },
+        { kind: 'key', key: 'name' },
+      ],
+    ],
+    [
+      'images[0]',
+      [
+        { kind: 'key', key: 'images' },
+        { kind: 'index', index: 0 },
+      ],
+    ],
     ['$[12]', [{ kind: 'index', index: 12 }]],
     ['tags[*]', [{ kind: 'key', key: 'tags' }, { kind: 'wildcard' }]],
     ['items[*].id', [{ kind: 'key', key: 'items' }, { kind: 'wildcard' }, { kind: 'key', key: 'id' }]],
     ['["odd key"]', [{ kind: 'key', key: 'odd key' }]],
-    ['a["x.y"]["q\\"uote"].b', [{ kind: 'key', key: 'a' }, { kind: 'key', key: 'x.y' }, { kind: 'key', key: 'q"uote' }, { kind: 'key', key: 'b' }]],
-    ["a['it\\'s']", [{ kind: 'key', key: 'a' }, { kind: 'key', key: "it's" }]],
+    [
+      'a["x.y"]["q\\"uote"].b',
+      [
+        { kind: 'key', key: 'a' },
+        { kind: 'key', key: 'x.y' },
+        { kind: 'key', key: 'q"uote' },
+        { kind: 'key', key: 'b' },
+      ],
+    ],
+    [
+      "a['it\\'s']",
+      [
+        { kind: 'key', key: 'a' },
+        { kind: 'key', key: "it's" },
+      ],
+    ],
     ['@id', [{ kind: 'key', key: '@id' }]],
-    ['$ref.x-y', [{ kind: 'key', key: '$ref' }, { kind: 'key', key: 'x-y' }]],
+    [
+      '$ref.x-y',
+      [
+        { kind: 'key', key: '$ref' },
+        { kind: 'key', key: 'x-y' },
+      ],
+    ],
     ['a[*][0][*]', [{ kind: 'key', key: 'a' }, { kind: 'wildcard' }, { kind: 'index', index: 0 }, { kind: 'wildcard' }]],
   ])('%s parses', (path, steps) => {
     expect(parseJsonPath(path)).toEqual(steps);
@@ -127,12 +165,7 @@ describe('json field values', () => {
 describe('extractResponse on JSON pages', () => {
   const spider = validateSpider({
     name: 'api',
-    follow: [
-      { json: 'next' },
-      { json: 'items[*].id', format: '/api/products/{}?full=1', deny: ['/api/products/2\\?'] },
-      { json: 'links[*]', allow: ['^https?://api\\.test/'] },
-      { css: 'a' },
-    ],
+    follow: [{ json: 'next' }, { json: 'items[*].id', format: '/api/products/{}?full=1', deny: ['/api/products/2\\?'] }, { json: 'links[*]', allow: ['^https?://api\\.test/'] }, { css: 'a' }],
     items: [
       {
         type: 'listing',
@@ -287,9 +320,17 @@ describe('the spider schema for json rules', () => {
   test('a json rule validates: field paths, eachJson, follow json and format', () => {
     expect(
       issues({
-        follow: [{ json: 'items[*].id', format: '/api/products/{}', allow: ['x'], deny: ['y'] }, { css: 'a.next', attr: 'data-href' }],
+        follow: [
+          { json: 'items[*].id', format: '/api/products/{}', allow: ['x'], deny: ['y'] },
+          { css: 'a.next', attr: 'data-href' },
+        ],
         items: [
-          { type: 'p', eachJson: 'items', key: 'id', fields: { id: { json: 'id', type: 'integer', required: true }, tags: { json: 'tags[*]', all: true }, url2: { json: '$["link"]', absolute: true, regex: '(.*)' } } },
+          {
+            type: 'p',
+            eachJson: 'items',
+            key: 'id',
+            fields: { id: { json: 'id', type: 'integer', required: true }, tags: { json: 'tags[*]', all: true }, url2: { json: '$["link"]', absolute: true, regex: '(.*)' } },
+          },
           { type: 'q', each: 'div', fields: { a: { css: 'a', attr: 'href' } } },
           { type: 'r', fields: {} },
         ],
@@ -305,11 +346,19 @@ describe('the spider schema for json rules', () => {
       { items: [{ type: 't', fields: { a: { css: 'h1' }, b: { json: 'b' }, c: { css: 'p' } } }] },
       ['api.json: items[0].fields.b: a rule\'s fields are all css or all json: "a" uses css, "b" uses json'],
     ],
-    ['each with json fields', { items: [{ type: 't', each: 'div', fields: { a: { json: 'a' } } }] }, ['api.json: items[0].each: each is a CSS selector and needs css fields, but "a" uses json (use eachJson)']],
+    [
+      'each with json fields',
+      { items: [{ type: 't', each: 'div', fields: { a: { json: 'a' } } }] },
+      ['api.json: items[0].each: each is a CSS selector and needs css fields, but "a" uses json (use eachJson)'],
+    ],
     ['eachJson with css fields', { items: [{ type: 't', eachJson: 'items', fields: { a: { css: 'a' } } }] }, ['api.json: items[0].eachJson: eachJson needs json fields, but "a" uses css (use each)']],
     ['each and eachJson both', { items: [{ type: 't', each: 'div', eachJson: 'items', fields: {} }] }, ['api.json: items[0].eachJson: a rule has each (css) or eachJson (json), not both']],
     ['a bad field path', { items: [{ type: 't', fields: { a: { json: 'a..b' } } }] }, ['api.json: items[0].fields.a.json: invalid JSON path "a..b": expected a key, found "." at character 3']],
-    ['a bad eachJson path', { items: [{ type: 't', eachJson: 'items[', fields: { a: { json: 'a' } } }] }, ['api.json: items[0].eachJson: invalid JSON path "items[": expected an index (0, 1, ...), "*" or a quoted key inside "[ ]" at character 7']],
+    [
+      'a bad eachJson path',
+      { items: [{ type: 't', eachJson: 'items[', fields: { a: { json: 'a' } } }] },
+      ['api.json: items[0].eachJson: invalid JSON path "items[": expected an index (0, 1, ...), "*" or a quoted key inside "[ ]" at character 7'],
+    ],
     ['attr on a json field', { items: [{ type: 't', fields: { a: { json: 'a', attr: 'href' } } }] }, ['api.json: items[0].fields.a.attr: attr applies to css fields only']],
     ['a follow rule with neither css nor json', { follow: [{ allow: ['x'] }] }, ['api.json: follow[0]: a follow rule needs exactly one of css or json']],
     ['a follow rule with both', { follow: [{ css: 'a', json: 'next' }] }, ['api.json: follow[0]: a follow rule needs exactly one of css or json']],

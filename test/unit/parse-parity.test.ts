@@ -77,7 +77,11 @@ describe('the fix-ups and the rules that send a page to parse5', () => {
   const same = (html: string, css: string) => {
     const fast = parseHtml(html);
     const slow = parseHtml(html, 'parse5');
-    const texts = (p: typeof fast) => p.$(css).toArray().map((el) => [p.$(el).text(), p.$(el).attr('href') ?? null]);
+    const texts = (p: typeof fast) =>
+      p
+        .$(css)
+        .toArray()
+        .map((el) => [p.$(el).text(), p.$(el).attr('href') ?? null]);
     expect(texts(fast)).toEqual(texts(slow));
     return fast;
   };

@@ -1,17 +1,6 @@
 import { validateSpider } from '@crawlfleet/core';
 import { makeLookup, parseHostResolve } from '@crawlfleet/fetch';
-import {
-  healthFromHash,
-  hostPolicy,
-  isProxyFault,
-  jitterFactor,
-  nextThrottleDelay,
-  orderProxies,
-  parseProxyUrls,
-  proxyScore,
-  robotsRules,
-  type ProxyHealth,
-} from '@crawlfleet/politeness';
+import { healthFromHash, hostPolicy, isProxyFault, jitterFactor, nextThrottleDelay, orderProxies, parseProxyUrls, proxyScore, robotsRules, type ProxyHealth } from '@crawlfleet/politeness';
 
 describe('host policy', () => {
   const spider = validateSpider({
@@ -19,7 +8,7 @@ describe('host policy', () => {
     politeness: { concurrencyPerHost: 4, delayPerHost: 100 },
     hosts: { 'slow.test': { concurrencyPerHost: 1, delayPerHost: 2000, randomizeDelay: true } },
   });
-  test('the spider\'s politeness, overridden per host by `hosts`', () => {
+  test("the spider's politeness, overridden per host by `hosts`", () => {
     expect(hostPolicy(spider, 'any.test')).toMatchObject({ concurrency: 4, delayMs: 100, randomize: false });
     expect(hostPolicy(spider, 'slow.test')).toMatchObject({ concurrency: 1, delayMs: 2000, randomize: true });
   });
@@ -34,7 +23,7 @@ describe('host policy', () => {
   });
 });
 
-describe('AutoThrottle (Scrapy\'s algorithm, shared through Redis)', () => {
+describe("AutoThrottle (Scrapy's algorithm, shared through Redis)", () => {
   const policy = { delayMs: 100, autoThrottle: { enabled: true, targetConcurrency: 4, maxDelay: 5000 } };
   test('the delay moves halfway towards latency / target concurrency', () => {
     // target 2000 / 4 = 500; (100 + 500) / 2 = 300, but never below the target: 500
@@ -74,7 +63,7 @@ describe('proxy list', () => {
 describe('proxy health and selection', () => {
   const now = 10_000_000;
   const proxy = (id: string, fields: Record<string, string>): ProxyHealth => healthFromHash(id, `http://127.0.0.1/${id}`, fields);
-  test('the score weighs success rate 0.6, recency 0.2, speed 0.2 (the article\'s ProxyPool)', () => {
+  test("the score weighs success rate 0.6, recency 0.2, speed 0.2 (the article's ProxyPool)", () => {
     expect(proxyScore(proxy('a', { ok: '98', fail: '0', lastOk: String(now), lat: '0' }), now)).toBeCloseTo(0.6 * (99 / 100) + 0.2 + 0.2);
     expect(proxyScore(proxy('a', { ok: '0', fail: '8', lastOk: String(now - 1_800_000), lat: '2500' }), now)).toBeCloseTo(0.6 * 0.1 + 0.2 * 0.5 + 0.2 * 0.5);
     // no history yet: an even chance on every part, so a new proxy gets tried
@@ -86,7 +75,10 @@ describe('proxy health and selection', () => {
   const banned = proxy('banned', { ok: '100', banned: '1' });
   test('weighted: drawn in proportion to score; banned proxies never', () => {
     let seed = 1;
-    const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+    const random = () => {
+      seed = (seed * 16807) % 2147483647;
+      return seed / 2147483647;
+    };
     const firsts = { good: 0, poor: 0 } as Record<string, number>;
     for (let i = 0; i < 2000; i++) {
       const order = orderProxies('weighted', [good, poor, banned], { now, random });
@@ -120,7 +112,16 @@ describe('proxy health and selection', () => {
 
 describe('robots.txt rules (RFC 9309)', () => {
   const origin = 'http://shop.test';
-  const body = ['User-agent: *', 'Disallow: /private/', 'Allow: /private/open.html', 'Crawl-delay: 1.5', '', 'User-agent: crawlfleet', 'Disallow: /no-fleet/', 'Sitemap: http://shop.test/sitemap.xml'].join('\n');
+  const body = [
+    'User-agent: *',
+    'Disallow: /private/',
+    'Allow: /private/open.html',
+    'Crawl-delay: 1.5',
+    '',
+    'User-agent: crawlfleet',
+    'Disallow: /no-fleet/',
+    'Sitemap: http://shop.test/sitemap.xml',
+  ].join('\n');
   test('a 2xx is parsed: the crawlfleet group when there is one, its Crawl-delay and sitemaps', () => {
     const rules = robotsRules(origin, { status: 200, body })!;
     expect(rules.isAllowed(`${origin}/no-fleet/a.html`)).toBe(false);
@@ -141,7 +142,10 @@ describe('robots.txt rules (RFC 9309)', () => {
 
 describe('HOST_RESOLVE', () => {
   test('name:address pairs, like curl --resolve', () => {
-    expect([...parseHostResolve('shop-1.test:127.0.0.1, Shop-2.test:[::1]')]).toEqual([['shop-1.test', '127.0.0.1'], ['shop-2.test', '::1']]);
+    expect([...parseHostResolve('shop-1.test:127.0.0.1, Shop-2.test:[::1]')]).toEqual([
+      ['shop-1.test', '127.0.0.1'],
+      ['shop-2.test', '::1'],
+    ]);
     expect(() => parseHostResolve('shop.test:nowhere')).toThrow(/HOST_RESOLVE/);
   });
   test('an overridden name still passes the SSRF guard unless private addresses are allowed', async () => {

@@ -18,7 +18,10 @@ describe('the reconciler decides what a pending id needs', () => {
   });
 
   test("BullMQ's stall limit is ERR_STALLED; any other final failure is ERR_JOB_FAILED with its reason", () => {
-    expect(classifyFinalFailure('job stalled more than allowable limit')).toEqual({ code: 'ERR_STALLED', reason: 'job stalled more than allowable limit: its worker died or hung on it every time (maxStalledCount)' });
+    expect(classifyFinalFailure('job stalled more than allowable limit')).toEqual({
+      code: 'ERR_STALLED',
+      reason: 'job stalled more than allowable limit: its worker died or hung on it every time (maxStalledCount)',
+    });
     expect(classifyFinalFailure('Missing lock for job f1')).toEqual({ code: 'ERR_JOB_FAILED', reason: 'Missing lock for job f1' });
     expect(classifyFinalFailure(undefined)).toEqual({ code: 'ERR_JOB_FAILED', reason: 'failed without a recorded reason' });
   });
@@ -32,7 +35,16 @@ describe('the reconciler decides what a pending id needs', () => {
 });
 
 describe('dead letters: selection and how each runs again', () => {
-  const entry = (over: Partial<DeadLetterEntry>): DeadLetterEntry => ({ jobId: `f${FP}`, url: 'https://a.test/p/1', stage: 'fetch', code: 'ERR_HTTP_STATUS', reason: 'HTTP 503', attempts: 4, at: '2026-12-03T00:00:00Z', ...over });
+  const entry = (over: Partial<DeadLetterEntry>): DeadLetterEntry => ({
+    jobId: `f${FP}`,
+    url: 'https://a.test/p/1',
+    stage: 'fetch',
+    code: 'ERR_HTTP_STATUS',
+    reason: 'HTTP 503',
+    attempts: 4,
+    at: '2026-12-03T00:00:00Z',
+    ...over,
+  });
 
   test('--code and --url-regex select; the list is in URL order', () => {
     const all = [entry({ url: 'https://a.test/p/2', code: 'ERR_BLOCKED' }), entry({ url: 'https://a.test/p/1' }), entry({ url: 'https://b.test/x' })];
@@ -43,11 +55,23 @@ describe('dead letters: selection and how each runs again', () => {
 
   test('a fetch or parse dead letter is fetched again at its depth; a write dead letter is written again from its items; a poison job is not replayable', () => {
     expect(replayPlan(entry({ data: { crawlId: 'c', url: 'https://a.test/p/1', depth: 3 } }), 'c')).toEqual({ stage: 'fetch', id: `f${FP}`, request: { url: 'https://a.test/p/1', depth: 3 } });
-    expect(replayPlan(entry({ jobId: `p${FP}`, stage: 'parse', data: { crawlId: 'c', url: 'https://a.test/p/1', finalUrl: 'https://a.test/p/1', depth: 2 } }), 'c')).toEqual({ stage: 'fetch', id: `f${FP}`, request: { url: 'https://a.test/p/1', depth: 2 } });
+    expect(replayPlan(entry({ jobId: `p${FP}`, stage: 'parse', data: { crawlId: 'c', url: 'https://a.test/p/1', finalUrl: 'https://a.test/p/1', depth: 2 } }), 'c')).toEqual({
+      stage: 'fetch',
+      id: `f${FP}`,
+      request: { url: 'https://a.test/p/1', depth: 2 },
+    });
     // A code spider's link metadata runs again with its page.
-    expect(replayPlan(entry({ jobId: `p${FP}`, stage: 'parse', data: { crawlId: 'c', url: 'https://a.test/p/1', finalUrl: 'https://a.test/p/1', depth: 2, meta: { id: 7 } } }), 'c')).toEqual({ stage: 'fetch', id: `f${FP}`, request: { url: 'https://a.test/p/1', depth: 2, meta: { id: 7 } } });
+    expect(replayPlan(entry({ jobId: `p${FP}`, stage: 'parse', data: { crawlId: 'c', url: 'https://a.test/p/1', finalUrl: 'https://a.test/p/1', depth: 2, meta: { id: 7 } } }), 'c')).toEqual({
+      stage: 'fetch',
+      id: `f${FP}`,
+      request: { url: 'https://a.test/p/1', depth: 2, meta: { id: 7 } },
+    });
     const items = [{ type: 'page', title: 't' }];
-    expect(replayPlan(entry({ jobId: `w${FP}`, stage: 'write', data: { crawlId: 'c', url: 'https://a.test/p/1', items } }), 'c')).toEqual({ stage: 'write', id: `w${FP}`, job: { crawlId: 'c', url: 'https://a.test/p/1', items } });
+    expect(replayPlan(entry({ jobId: `w${FP}`, stage: 'write', data: { crawlId: 'c', url: 'https://a.test/p/1', items } }), 'c')).toEqual({
+      stage: 'write',
+      id: `w${FP}`,
+      job: { crawlId: 'c', url: 'https://a.test/p/1', items },
+    });
     expect(replayPlan(entry({ jobId: 'by-hand-1', url: '' }), 'c')).toBeUndefined();
     expect(replayPlan(entry({ url: 'not a url', data: { url: 42 } }), 'c')).toBeUndefined();
   });

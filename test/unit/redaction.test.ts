@@ -132,7 +132,14 @@ describe('the logger', () => {
     (pino as unknown as { destination: unknown }).destination = () => sink;
     try {
       const logger = createLogger({ level: 'info' });
-      return { logger, lines: () => text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>) };
+      return {
+        logger,
+        lines: () =>
+          text
+            .trim()
+            .split('\n')
+            .map((l) => JSON.parse(l) as Record<string, unknown>),
+      };
     } finally {
       (pino as unknown as { destination: unknown }).destination = real;
     }
@@ -178,7 +185,7 @@ describe('a MongoDB sink is stored without its password', () => {
   });
 
   test.each([
-    ['no URL in the sink: the writer\'s MONGO_URL', { kind: 'mongo' as const }, { mongoUrl: 'mongodb://w:x@local/db' }, 'mongodb://w:x@local/db'],
+    ["no URL in the sink: the writer's MONGO_URL", { kind: 'mongo' as const }, { mongoUrl: 'mongodb://w:x@local/db' }, 'mongodb://w:x@local/db'],
     [
       'MONGO_URL names the same server: its credentials',
       mongoSinkSpec(secret),
@@ -200,7 +207,9 @@ describe('a MongoDB sink is stored without its password', () => {
   test('a writer without the credentials a sink needs says so, without any password', () => {
     const run = () => mongoUrlForSink(mongoSinkSpec(secret), { mongoUrl: 'mongodb://other:pw2@127.0.0.1/db', mongoCredentials: ['mongodb://x:y@elsewhere/db'] });
     expect(run).toThrow(ConfigError);
-    expect(run).toThrow(/MongoDB sink mongodb:\/\/db\.internal:27017\/items\?authSource=admin needs a user and password, and this writer has none for mongodb:\/\/db\.internal:27017: give the writer MONGO_URL, or a URL in MONGO_CREDENTIALS/);
+    expect(run).toThrow(
+      /MongoDB sink mongodb:\/\/db\.internal:27017\/items\?authSource=admin needs a user and password, and this writer has none for mongodb:\/\/db\.internal:27017: give the writer MONGO_URL, or a URL in MONGO_CREDENTIALS/,
+    );
     try {
       run();
     } catch (err) {
@@ -216,7 +225,10 @@ describe('a MongoDB sink is stored without its password', () => {
   });
 
   test('MONGO_CREDENTIALS is a whitespace-separated list, checked', () => {
-    expect(loadEnv({ MONGO_CREDENTIALS: ' mongodb://a:p@ss@h1,h2/db\n mongodb+srv://b:q@c.example.net ' }).mongoCredentials).toEqual(['mongodb://a:p%40ss@h1,h2/db', 'mongodb+srv://b:q@c.example.net']);
+    expect(loadEnv({ MONGO_CREDENTIALS: ' mongodb://a:p@ss@h1,h2/db\n mongodb+srv://b:q@c.example.net ' }).mongoCredentials).toEqual([
+      'mongodb://a:p%40ss@h1,h2/db',
+      'mongodb+srv://b:q@c.example.net',
+    ]);
     expect(() => loadEnv({ MONGO_CREDENTIALS: 'http://a:secret@h' })).toThrow(/MONGO_CREDENTIALS: entry 1 must start with mongodb:\/\//);
     expect(() => loadEnv({ MONGO_CREDENTIALS: 'http://a:secret@h' })).not.toThrow(/secret/);
   });

@@ -39,8 +39,12 @@ async function cuttableRelay(targetPort: number): Promise<{ port: number; hold()
   await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
   return {
     port,
-    hold: () => void (holding = true),
-    cut: () => sockets.forEach((s) => s.destroy()),
+    hold: () => {
+      holding = true;
+    },
+    cut: () => {
+      for (const s of sockets) s.destroy();
+    },
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }
@@ -59,12 +63,28 @@ describe('classifySinkError, on real errors of the mongodb driver and mongoose a
     await sink.write([book('a')]);
     errors['an item that does not fit its schema (ItemsRejectedError from the sink)'] = await errorOf(sink.write([book('b', 'twelve')]));
     const client = await MongoClient.connect(mongo.url, { serverSelectionTimeoutMS: 2000 });
-    await client.db().collection('raw').insertOne({ _id: 'k' as never });
-    errors['a duplicate key (MongoServerError 11000)'] = await errorOf(client.db().collection('raw').insertOne({ _id: 'k' as never }));
+    await client
+      .db()
+      .collection('raw')
+      .insertOne({ _id: 'k' as never });
+    errors['a duplicate key (MongoServerError 11000)'] = await errorOf(
+      client
+        .db()
+        .collection('raw')
+        .insertOne({ _id: 'k' as never }),
+    );
     const conn = await mongoose.createConnection(mongo.url, { serverSelectionTimeoutMS: 2000 }).asPromise();
     const Model = conn.model('Thing', new mongoose.Schema({ _id: String, n: Number }));
     await Model.insertMany([{ _id: 'x', n: 1 }]);
-    errors['a duplicate key in an unordered insertMany (MongoBulkWriteError with writeErrors)'] = await errorOf(Model.insertMany([{ _id: 'x', n: 1 }, { _id: 'y', n: 2 }], { ordered: false, lean: true }));
+    errors['a duplicate key in an unordered insertMany (MongoBulkWriteError with writeErrors)'] = await errorOf(
+      Model.insertMany(
+        [
+          { _id: 'x', n: 1 },
+          { _id: 'y', n: 2 },
+        ],
+        { ordered: false, lean: true },
+      ),
+    );
     errors['a mongoose ValidationError'] = await errorOf(Model.create({ _id: 'z', n: 'abc' }));
     errors['a mongoose CastError'] = await errorOf(Model.find({ n: 'abc' }).exec());
 
@@ -87,7 +107,12 @@ describe('classifySinkError, on real errors of the mongodb driver and mongoose a
     errors['opening a MongoSink (MongooseServerSelectionError)'] = await errorOf(MongoSink.open(mongo.url.replace(/\/[^/]*$/, '/other'), spider));
     const buffered = mongoose.createConnection(mongo.url.replace(/\/[^/]*$/, '/buffered'), { serverSelectionTimeoutMS: 3000 });
     buffered.asPromise().catch(() => undefined);
-    errors['an operation buffered by mongoose before its connection opened (buffering timed out)'] = await errorOf(buffered.model('B', new mongoose.Schema({ n: Number }, { bufferTimeoutMS: 200 })).find({}).exec());
+    errors['an operation buffered by mongoose before its connection opened (buffering timed out)'] = await errorOf(
+      buffered
+        .model('B', new mongoose.Schema({ n: Number }, { bufferTimeoutMS: 200 }))
+        .find({})
+        .exec(),
+    );
     errors['a refused TCP connection (Node ECONNREFUSED)'] = await new Promise((resolve) => connect(port, '127.0.0.1').on('error', resolve));
     await buffered.destroy(true).catch(() => undefined);
     await client.close().catch(() => undefined);
@@ -155,7 +180,15 @@ describe("the writer's outage decisions", () => {
 
   test('an outage is logged once when it starts and once when it ends; the gauge follows', () => {
     const lines: Record<string, unknown>[] = [];
-    const log = pino({ level: 'info' }, new Writable({ write: (chunk, _e, done) => void (lines.push(JSON.parse(String(chunk))), done()) }));
+    const log = pino(
+      { level: 'info' },
+      new Writable({
+        write: (chunk, _e, done) => {
+          lines.push(JSON.parse(String(chunk)));
+          done();
+        },
+      }),
+    );
     const gauge: number[] = [];
     const outages = new SinkOutages(log, (n) => gauge.push(n));
     const mongo = sinkLabel({ kind: 'mongo', url: 'mongodb://u:secret@db:27017/items' }, 'mongodb://unused');

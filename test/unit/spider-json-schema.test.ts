@@ -59,9 +59,7 @@ describe('the JSON Schema of the spider format (schemas/spider.schema.json)', ()
     const validate = compile();
     const spider = { ...minimal, items: [{ type: 'book', fields: { title: { css: 'h1', atr: 'title' } } }] };
     expect(validate(spider)).toBe(false);
-    expect(validate.errors).toContainEqual(
-      expect.objectContaining({ keyword: 'additionalProperties', instancePath: '/items/0/fields/title', params: { additionalProperty: 'atr' } }),
-    );
+    expect(validate.errors).toContainEqual(expect.objectContaining({ keyword: 'additionalProperties', instancePath: '/items/0/fields/title', params: { additionalProperty: 'atr' } }));
   });
 
   test('a wrong type is rejected, naming the path', () => {

@@ -2,7 +2,29 @@ import { readFileSync, writeFileSync, appendFileSync, mkdtempSync, statSync, exi
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NonRetryableError, validateSpider } from '@crawlfleet/core';
-import { Batcher, FileLock, FileSink, ItemsRejectedError, RecordSplitter, SinkBusyError, castItem, itemIdentity, lockIsStale, type IdentityIndex, type IndexState, type SinkIO, contentHash, csvColumns, csvFormat, documentId, fieldSchemaType, isDocumentFault, itemModelName, itemSchema, jsonlFormat } from '@crawlfleet/storage';
+import {
+  Batcher,
+  FileLock,
+  FileSink,
+  ItemsRejectedError,
+  RecordSplitter,
+  SinkBusyError,
+  castItem,
+  itemIdentity,
+  lockIsStale,
+  type IdentityIndex,
+  type IndexState,
+  type SinkIO,
+  contentHash,
+  csvColumns,
+  csvFormat,
+  documentId,
+  fieldSchemaType,
+  isDocumentFault,
+  itemModelName,
+  itemSchema,
+  jsonlFormat,
+} from '@crawlfleet/storage';
 
 describe('Batcher', () => {
   test('flushes at maxItems or after maxWaitMs, and settles each caller with its flush', async () => {
@@ -24,9 +46,12 @@ describe('Batcher', () => {
   });
 
   test('a failed flush rejects every caller in it', async () => {
-    const b = new Batcher<number>(async () => {
-      throw new Error('disk full');
-    }, { maxItems: 2, maxWaitMs: 10 });
+    const b = new Batcher<number>(
+      async () => {
+        throw new Error('disk full');
+      },
+      { maxItems: 2, maxWaitMs: 10 },
+    );
     await expect(Promise.all([b.add([1]), b.add([2])])).rejects.toThrow('disk full');
   });
 });
@@ -57,11 +82,18 @@ describe('FileSink', () => {
     const path = join(mkdtempSync(join(tmpdir(), 'sink-')), 'out', 'items.jsonl');
     const index = new MemoryIndex();
     const sink = await FileSink.open(path, jsonlFormat, keyFields, { index });
-    await sink.write([{ type: 'book', upc: 'a', n: 1 }, { type: 'book', upc: 'b', n: 2 }, { type: 'book', upc: 'a', n: 3 }]);
+    await sink.write([
+      { type: 'book', upc: 'a', n: 1 },
+      { type: 'book', upc: 'b', n: 2 },
+      { type: 'book', upc: 'a', n: 3 },
+    ]);
     await sink.close();
     appendFileSync(path, '{"type":"book","upc":"c"'); // a crash mid-write
     const again = await FileSink.open(path, jsonlFormat, keyFields, { index });
-    await again.write([{ type: 'book', upc: 'b', n: 2 }, { type: 'book', upc: 'c', n: 4 }]);
+    await again.write([
+      { type: 'book', upc: 'b', n: 2 },
+      { type: 'book', upc: 'c', n: 4 },
+    ]);
     await again.close();
     expect(readFileSync(path, 'utf8')).toBe('{"type":"book","upc":"a","n":1}\n{"type":"book","upc":"b","n":2}\n{"type":"book","upc":"c","n":4}\n');
   });
@@ -74,23 +106,36 @@ describe('FileSink', () => {
     await sink.close();
     // a new index: everything is read back from the file, the quoted newline included
     const resumed = await FileSink.open(path, format, {}, { index: new MemoryIndex(), chunkBytes: 7 });
-    await resumed.write([{ type: 'p', url: 'http://a/1', title: 'dup' }, { type: 'p', url: 'http://a/2', title: null, tags: [] }]);
+    await resumed.write([
+      { type: 'p', url: 'http://a/1', title: 'dup' },
+      { type: 'p', url: 'http://a/2', title: null, tags: [] },
+    ]);
     await resumed.close();
-    expect(readFileSync(path, 'utf8')).toBe(
-      'type,url,title,tags,spider,crawlId,fetchedAt\r\np,http://a/1,"He said ""hi"", twice\nthen left",x|y,s,c,t\r\np,http://a/2,,,,,\r\n',
-    );
+    expect(readFileSync(path, 'utf8')).toBe('type,url,title,tags,spider,crawlId,fetchedAt\r\np,http://a/1,"He said ""hi"", twice\nthen left",x|y,s,c,t\r\np,http://a/2,,,,,\r\n');
   });
 
   test('CSV: numeric keys are still known after a reopen (the file gives them back as text)', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'sink-')), 'items.csv');
     const format = csvFormat(csvColumns(['upc', 'tags']));
     const first = await FileSink.open(path, format, { book: 'upc', list: 'tags' }, { index: new MemoryIndex() });
-    await first.write([{ type: 'book', url: 'http://a/1', upc: 1001 }, { type: 'list', url: 'http://a/2', tags: [7, 'x'] }]);
+    await first.write([
+      { type: 'book', url: 'http://a/1', upc: 1001 },
+      { type: 'list', url: 'http://a/2', tags: [7, 'x'] },
+    ]);
     await first.close();
     const again = await FileSink.open(path, format, { book: 'upc', list: 'tags' }, { index: new MemoryIndex() });
-    await again.write([{ type: 'book', url: 'http://a/1', upc: 1001 }, { type: 'list', url: 'http://a/2', tags: [7, 'x'] }, { type: 'book', url: 'http://a/3', upc: 1002 }]);
+    await again.write([
+      { type: 'book', url: 'http://a/1', upc: 1001 },
+      { type: 'list', url: 'http://a/2', tags: [7, 'x'] },
+      { type: 'book', url: 'http://a/3', upc: 1002 },
+    ]);
     await again.close();
-    expect(readFileSync(path, 'utf8').split('\r\n').filter(Boolean)).toEqual(['type,url,upc,tags,spider,crawlId,fetchedAt', 'book,http://a/1,1001,,,,', 'list,http://a/2,,7|x,,,', 'book,http://a/3,1002,,,,']);
+    expect(readFileSync(path, 'utf8').split('\r\n').filter(Boolean)).toEqual([
+      'type,url,upc,tags,spider,crawlId,fetchedAt',
+      'book,http://a/1,1001,,,,',
+      'list,http://a/2,,7|x,,,',
+      'book,http://a/3,1002,,,,',
+    ]);
   });
 
   test('identities are the same whether a key went through JSON or CSV', () => {
@@ -109,7 +154,13 @@ describe('FileSink', () => {
     const size = statSync(path).size;
     const reads: number[] = [];
     const io: SinkIO = { read: async (h, buffer, position) => (await h.read(buffer, 0, buffer.length, position)).bytesRead, write: async (h, b, p) => (await h.write(b, 0, b.length, p)).bytesWritten };
-    const counting: SinkIO = { ...io, read: async (h, buffer, position) => { reads.push(buffer.length); return io.read(h, buffer, position); } };
+    const counting: SinkIO = {
+      ...io,
+      read: async (h, buffer, position) => {
+        reads.push(buffer.length);
+        return io.read(h, buffer, position);
+      },
+    };
     const fresh = new MemoryIndex();
     const again = await FileSink.open(path, jsonlFormat, keyFields, { index: fresh, chunkBytes: 64, io: counting });
     expect(size).toBeGreaterThan(64 * 100);
@@ -135,10 +186,21 @@ describe('FileSink', () => {
     const sink = await FileSink.open(path, jsonlFormat, keyFields, { index: new MemoryIndex(), io, batch: { maxItems: 100, maxWaitMs: 5 } });
     await sink.write([{ type: 'book', upc: 'a' }]);
     failNext = true;
-    await expect(sink.write([{ type: 'book', upc: 'b' }, { type: 'book', upc: 'c' }])).rejects.toThrow('ENOSPC');
+    await expect(
+      sink.write([
+        { type: 'book', upc: 'b' },
+        { type: 'book', upc: 'c' },
+      ]),
+    ).rejects.toThrow('ENOSPC');
     expect(readFileSync(path, 'utf8')).toBe('{"type":"book","upc":"a"}\n');
-    await sink.write([{ type: 'book', upc: 'c' }, { type: 'book', upc: 'd' }]);
-    await sink.write([{ type: 'book', upc: 'b' }, { type: 'book', upc: 'a' }]); // the failed job again
+    await sink.write([
+      { type: 'book', upc: 'c' },
+      { type: 'book', upc: 'd' },
+    ]);
+    await sink.write([
+      { type: 'book', upc: 'b' },
+      { type: 'book', upc: 'a' },
+    ]); // the failed job again
     await sink.close();
     expect(readFileSync(path, 'utf8')).toBe(['a', 'c', 'd', 'b'].map((u) => `{"type":"book","upc":"${u}"}\n`).join(''));
   });
@@ -187,7 +249,11 @@ describe('RecordSplitter', () => {
   test('records across chunk boundaries, with their file offsets; a torn rest is pending', () => {
     for (const chunk of [1, 2, 3, 100]) {
       expect(split(false, 'ab\nçd\n\nxy', chunk)).toEqual({
-        records: [{ text: 'ab\n', start: 10, end: 13 }, { text: 'çd\n', start: 13, end: 17 }, { text: '\n', start: 17, end: 18 }],
+        records: [
+          { text: 'ab\n', start: 10, end: 13 },
+          { text: 'çd\n', start: 13, end: 17 },
+          { text: '\n', start: 17, end: 18 },
+        ],
         pending: 2,
       });
     }
@@ -215,7 +281,7 @@ describe('the file lock', () => {
     expect(lockIsStale({ owner: owner(7, 'h1', 4000), mtimeMs: 1000 }, 1500, 1000, here)).toBe(true);
   });
 
-  test('one holder at a time; a dead owner\'s lock is taken at once; released on close', async () => {
+  test("one holder at a time; a dead owner's lock is taken at once; released on close", async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'lock-')), 'items.jsonl');
     const a = new FileLock(path, 60_000);
     const b = new FileLock(path, 60_000);
@@ -253,14 +319,20 @@ describe('the file lock', () => {
     expect((refused as SinkBusyError).waitMs).toBe(1234);
     expect((refused as SinkBusyError).message).toContain(`pid ${process.pid}`);
     await first.close();
-    await second.write([{ type: 'book', upc: 'a' }, { type: 'book', upc: 'b' }]);
+    await second.write([
+      { type: 'book', upc: 'a' },
+      { type: 'book', upc: 'b' },
+    ]);
     await second.close();
     expect(readJsonlText(path)).toEqual(['a', 'b']);
   });
 });
 
 function readJsonlText(path: string): unknown[] {
-  return readFileSync(path, 'utf8').split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { upc: unknown }).upc);
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => (JSON.parse(l) as { upc: unknown }).upc);
 }
 
 describe('item store decisions', () => {
@@ -270,7 +342,7 @@ describe('item store decisions', () => {
     expect(contentHash(a)).toBe(contentHash(b));
     expect(contentHash({ ...a, price: 2 })).not.toBe(contentHash(a));
   });
-  test('only a document\'s own fault refuses it; a shutdown or failover error retries the whole batch', () => {
+  test("only a document's own fault refuses it; a shutdown or failover error retries the whole batch", () => {
     expect([2, 52, 121, 10334].every(isDocumentFault)).toBe(true);
     // ShutdownInProgress, InterruptedAtShutdown, NotWritablePrimary, no code at all
     expect([91, 11600, 10107, undefined].some(isDocumentFault)).toBe(false);
@@ -286,7 +358,14 @@ describe('item store decisions', () => {
 describe('the mongoose schema of an item rule', () => {
   const rule = (fields: Record<string, object>, key?: string) => validateSpider({ name: 's', items: [{ type: 'book', ...(key ? { key } : {}), fields: { upc: { css: 'u' }, ...fields } }] }).items[0]!;
   const book = rule(
-    { title: { css: 't' }, price: { css: 'p', type: 'number' }, pages: { css: 'n', type: 'integer' }, inStock: { css: 's', type: 'boolean' }, tags: { css: 'g', all: true }, sizes: { css: 'z', all: true, type: 'integer' } },
+    {
+      title: { css: 't' },
+      price: { css: 'p', type: 'number' },
+      pages: { css: 'n', type: 'integer' },
+      inStock: { css: 's', type: 'boolean' },
+      tags: { css: 'g', all: true },
+      sizes: { css: 'z', all: true, type: 'integer' },
+    },
     'upc',
   );
   const schema = itemSchema(book);
@@ -300,7 +379,7 @@ describe('the mongoose schema of an item rule', () => {
     expect(fieldSchemaType({ type: 'boolean', all: true })).toEqual([{ type: Boolean }]);
   });
 
-  test('the fields of every item, as stored now (fetchedAt the fetcher\'s ISO string), and the store\'s bookkeeping', () => {
+  test("the fields of every item, as stored now (fetchedAt the fetcher's ISO string), and the store's bookkeeping", () => {
     expect(['type', 'url', 'spider', 'crawlId', 'fetchedAt'].map(instance)).toEqual(['String', 'String', 'String', 'String', 'String']);
     expect(['_id', 'firstSeenAt', 'lastSeenAt', 'changedAt', 'changes', 'contentHash'].map(instance)).toEqual(['Mixed', 'Date', 'Date', 'Date', 'Number', 'String']);
     expect(Object.keys(schema.paths).sort()).toEqual(
@@ -308,13 +387,13 @@ describe('the mongoose schema of an item rule', () => {
     );
   });
 
-  test('a unique index on the key field (url by default), built at open, not per write; strict; the type\'s collection', () => {
+  test("a unique index on the key field (url by default), built at open, not per write; strict; the type's collection", () => {
     expect(schema.indexes()).toEqual([[{ upc: 1 }, expect.objectContaining({ unique: true, name: 'upc_unique' })]]);
     expect(itemSchema(rule({})).indexes()).toEqual([[{ url: 1 }, expect.objectContaining({ unique: true, name: 'url_unique' })]]);
     expect([schema.get('strict'), schema.get('autoIndex'), schema.get('collection'), schema.get('versionKey')]).toEqual(['throw', false, 'book', false]);
   });
 
-  test('a field named like the store\'s bookkeeping is a clear error, not a silent overwrite', () => {
+  test("a field named like the store's bookkeeping is a clear error, not a silent overwrite", () => {
     expect(() => itemSchema(rule({ changes: { css: 'c' } }))).toThrow(NonRetryableError);
     expect(() => itemSchema(rule({ changes: { css: 'c' } }))).toThrow(/field "changes" has a name the MongoDB store keeps for itself/);
   });
@@ -325,7 +404,7 @@ describe('the mongoose schema of an item rule', () => {
     expect(itemModelName(rule({}, 'upc'))).not.toBe(itemModelName(rule({})));
   });
 
-  test('castItem: mongoose casts each value to its field\'s type, keeps null, and refuses what does not fit, naming the field', () => {
+  test("castItem: mongoose casts each value to its field's type, keeps null, and refuses what does not fit, naming the field", () => {
     const base = { type: 'book', url: 'http://h/1', upc: 'u1', spider: 's', crawlId: 'c', fetchedAt: '2026-12-03T00:00:00.000Z' };
     expect(castItem(schema, { ...base, title: 7, price: '12.50', pages: '300', inStock: 'true', tags: ['a', 2], sizes: ['1', 2] })).toEqual({
       doc: { ...base, title: '7', price: 12.5, pages: 300, inStock: true, tags: ['a', '2'], sizes: [1, 2] },

@@ -16,7 +16,10 @@ export const fetchJobSchema = z.strictObject({
   /** redirects that led to this URL: a chain longer than limits.maxRedirects ends in the dead-letter set */
   redirects: z.int().min(1).max(50).optional(),
   /** proxies this URL was blocked through: its retries go through others */
-  avoidProxies: z.array(z.string().regex(/^[0-9a-f]{12}$/)).max(64).optional(),
+  avoidProxies: z
+    .array(z.string().regex(/^[0-9a-f]{12}$/))
+    .max(64)
+    .optional(),
   /** what the code spider's link to this URL carried, for its hooks */
   meta: linkMeta.optional(),
 });

@@ -85,8 +85,7 @@ export class Keys {
   /** Every key of one crawl, sharing the hash tag `{crawlId}`. */
   crawl(crawlId: string): CrawlKeys {
     const base = `${this.prefix}:crawl:{${crawlId}}`;
-    const perStage = (kind: string) =>
-      Object.fromEntries(STAGES.map((s) => [s, `${base}:${kind}:${s}`])) as Record<Stage, string>;
+    const perStage = (kind: string) => Object.fromEntries(STAGES.map((s) => [s, `${base}:${kind}:${s}`])) as Record<Stage, string>;
     return {
       meta: `${base}:meta`,
       counters: `${base}:counters`,
@@ -136,6 +135,19 @@ export class Keys {
   /** Every key of a crawl as a flat list, for `reset`. */
   allCrawlKeys(crawlId: string): string[] {
     const k = this.crawl(crawlId);
-    return [...Object.values(this.fileIndex(crawlId)), k.meta, k.counters, k.urls, k.frontier, k.dead, k.requests, k.suspects, k.rebuilds, k.seeding, k.invalidReasons, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s], k.parked[s]])];
+    return [
+      ...Object.values(this.fileIndex(crawlId)),
+      k.meta,
+      k.counters,
+      k.urls,
+      k.frontier,
+      k.dead,
+      k.requests,
+      k.suspects,
+      k.rebuilds,
+      k.seeding,
+      k.invalidReasons,
+      ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s], k.parked[s]]),
+    ];
   }
 }

@@ -28,10 +28,7 @@ export async function connectRedis(url: string, log?: Logger, options: { connect
     if (started) log?.warn({ err: { message: err.message } }, 'redis connection error');
   });
   try {
-    await Promise.race([
-      redis.connect(),
-      new Promise((_, reject) => setTimeout(() => reject(new Error(`no answer in ${timeout} ms`)), timeout * 2).unref()),
-    ]);
+    await Promise.race([redis.connect(), new Promise((_, reject) => setTimeout(() => reject(new Error(`no answer in ${timeout} ms`)), timeout * 2).unref())]);
     await redis.ping();
   } catch (err) {
     redis.disconnect();

@@ -59,7 +59,7 @@ const registered = new WeakSet<Redis>();
 
 /** Runs one script atomically. `keys` must all share one hash slot. */
 export async function runScript<T = unknown>(redis: Redis, name: ScriptName, keys: string[], args: (string | number)[]): Promise<T> {
-  const { lua, numberOfKeys } = script(name);
+  const { numberOfKeys } = script(name);
   if (numberOfKeys !== undefined && keys.length !== numberOfKeys) throw new Error(`${name} takes ${numberOfKeys} keys, got ${keys.length}`);
   if (!registered.has(redis)) {
     for (const n of Object.keys(SCRIPT_FILES) as ScriptName[]) {

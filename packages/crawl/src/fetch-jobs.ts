@@ -58,7 +58,12 @@ export async function admitAndEnqueue(
     const chunk = unique.slice(start, start + ADMIT_CHUNK).map((c) => (referer ? { ...c, referer } : c));
     const { admitted, taken, skipped } = await admitUrls(redis, keys, crawlId, chunk, spider.maxPages, options.take);
     settled?.urls.settle(settled.scope, chunk);
-    const again = admitted.filter((a) => !a.isNew).map((a) => ({ jobId: a.jobId, request: { url: a.url, depth: a.depth, ...(a.redirects ? { redirects: a.redirects } : {}), ...(referer ? { referer } : {}), ...(a.meta ? { meta: a.meta } : {}) } }));
+    const again = admitted
+      .filter((a) => !a.isNew)
+      .map((a) => ({
+        jobId: a.jobId,
+        request: { url: a.url, depth: a.depth, ...(a.redirects ? { redirects: a.redirects } : {}), ...(referer ? { referer } : {}), ...(a.meta ? { meta: a.meta } : {}) },
+      }));
     await enqueueFetches(queues, crawlId, spider, [...again, ...taken]);
     counts.seen += admitted.filter((a) => a.isNew).length;
     counts.skipped += skipped;

@@ -43,9 +43,7 @@ export function decideOrphan(input: { presence: JobPresence; failedReason?: stri
 /** Pure: the dead-letter code and reason of a job BullMQ failed on its own. */
 export function classifyFinalFailure(failedReason: string | null | undefined): { code: 'ERR_STALLED' | 'ERR_JOB_FAILED'; reason: string } {
   const reason = failedReason || 'failed without a recorded reason';
-  return STALLED_REASON.test(reason)
-    ? { code: 'ERR_STALLED', reason: `${reason}: its worker died or hung on it every time (maxStalledCount)` }
-    : { code: 'ERR_JOB_FAILED', reason };
+  return STALLED_REASON.test(reason) ? { code: 'ERR_STALLED', reason: `${reason}: its worker died or hung on it every time (maxStalledCount)` } : { code: 'ERR_JOB_FAILED', reason };
 }
 
 /** Seeding sentinels (see the seeder) sit in the fetch pending set under ids that are not jobs. */
@@ -170,7 +168,15 @@ async function rebuild(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRec
     const reason = request ? `its jobs were lost ${maxRebuilds} times (removed by hand, or lost with Redis)` : 'its job was lost and the URL it was for is not known';
     await finishJob(redis, keys, crawl.crawlId, stage, id, {
       counters: { failed: 1 },
-      dead: { url: request?.url ?? '', stage, reason, code: 'ERR_JOB_LOST', attempts: 0, at: new Date().toISOString(), ...(request ? { data: { crawlId: crawl.crawlId, url: request.url, depth: request.depth } } : {}) },
+      dead: {
+        url: request?.url ?? '',
+        stage,
+        reason,
+        code: 'ERR_JOB_LOST',
+        attempts: 0,
+        at: new Date().toISOString(),
+        ...(request ? { data: { crawlId: crawl.crawlId, url: request.url, depth: request.depth } } : {}),
+      },
     });
     await redis.hdel(k.suspects, id);
     options.log?.warn({ crawlId: crawl.crawlId, stage, jobId: id, url: request?.url }, `reconciler: ${reason}; dead-lettered`);
@@ -187,7 +193,16 @@ async function rebuild(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRec
 }
 
 /** Dead-letters a job BullMQ failed without our processor finishing it (a stall, a crash before the handler). */
-export async function deadLetterFailed(redis: Redis, keys: Keys, queues: Queues, crawlId: string, stage: Stage, id: string, code: string, reason: string): Promise<'already' | 'finished' | 'crawl-done'> {
+export async function deadLetterFailed(
+  redis: Redis,
+  keys: Keys,
+  queues: Queues,
+  crawlId: string,
+  stage: Stage,
+  id: string,
+  code: string,
+  reason: string,
+): Promise<'already' | 'finished' | 'crawl-done'> {
   const job = await queues[stage].getJob(id);
   const data = (job?.data ?? {}) as { url?: unknown };
   const request = decodeRequest(await redis.hget(keys.crawl(crawlId).requests, fingerprintOfJob(id)));

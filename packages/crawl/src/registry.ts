@@ -19,7 +19,10 @@ export interface CrawlRecord {
 
 /** `books-2026-12-02T10-00-00Z`: the spider's name and the start time, usable as a key and a folder. */
 export function newCrawlId(spiderName: string, now = new Date()): string {
-  return `${spiderName}-${now.toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/:/g, '-')}`;
+  return `${spiderName}-${now
+    .toISOString()
+    .replace(/\.\d{3}Z$/, 'Z')
+    .replace(/:/g, '-')}`;
 }
 
 export function assertCrawlId(id: string): string {
@@ -40,14 +43,19 @@ export function spiderVersion(spider: Spider, module?: SpiderModuleRef): string 
  * The sink is stored without credentials: writers take them from their own environment.
  */
 export async function registerCrawl(redis: Redis, keys: Keys, crawlId: string, spider: Spider, sink: SinkSpec, module?: SpiderModuleRef): Promise<boolean> {
-  const created = await runScript<number>(redis, 'registerCrawl', [keys.crawl(crawlId).meta], [
-    JSON.stringify(spider),
-    spiderVersion(spider, module),
-    JSON.stringify(storableSinkSpec(sink)),
-    new Date().toISOString(),
-    spider.name,
-    module ? JSON.stringify({ path: module.path, hash: module.hash }) : '',
-  ]);
+  const created = await runScript<number>(
+    redis,
+    'registerCrawl',
+    [keys.crawl(crawlId).meta],
+    [
+      JSON.stringify(spider),
+      spiderVersion(spider, module),
+      JSON.stringify(storableSinkSpec(sink)),
+      new Date().toISOString(),
+      spider.name,
+      module ? JSON.stringify({ path: module.path, hash: module.hash }) : '',
+    ],
+  );
   await redis.sadd(keys.crawlIndex(), crawlId);
   return created === 1;
 }
@@ -81,7 +89,11 @@ export async function loadCrawl(redis: Redis, keys: Keys, crawlId: string): Prom
  */
 export class CrawlCache {
   private readonly entries = new Map<string, CrawlRecord>();
-  constructor(private readonly redis: Redis, private readonly keys: Keys, private readonly maxEntries = 256) {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+    private readonly maxEntries = 256,
+  ) {}
 
   async get(crawlId: string, version: string): Promise<CrawlRecord | undefined> {
     const cached = this.entries.get(crawlId);

@@ -67,8 +67,12 @@ function hookContext(page: HookPage, spider: Spider): CrawlContext {
   return { crawlId: page.crawlId, spider, depth: page.depth, meta: page.meta };
 }
 
+let empty: cheerio.CheerioAPI | undefined;
 /** A JSON page's `$`: an empty document, so a hook written for HTML finds nothing rather than failing. */
-let emptyDocument: cheerio.CheerioAPI | undefined;
+function emptyDocument(): cheerio.CheerioAPI {
+  empty ??= cheerio.load('');
+  return empty;
+}
 
 function sdkPage(page: HookPage): Page {
   const { doc } = page;
@@ -80,7 +84,7 @@ function sdkPage(page: HookPage): Page {
     headers: page.headers,
     contentType: page.contentType,
     text: page.text,
-    $: doc.kind === 'html' ? doc.$ : (emptyDocument ??= cheerio.load('')),
+    $: doc.kind === 'html' ? doc.$ : emptyDocument(),
     json<T>() {
       parsed ??= { value: JSON.parse(page.text) as unknown };
       return parsed.value as T;

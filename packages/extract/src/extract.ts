@@ -50,7 +50,11 @@ function extractFields($: Doc, scope: cheerio.Cheerio<AnyNode>, rule: CompiledIt
   for (const field of rule.fields) {
     const found = scope.find(field.css!);
     let value: FieldValue | FieldValue[];
-    if (field.all) value = found.toArray().map((el) => fieldValue($, el, field, base)).filter((v) => v !== null);
+    if (field.all)
+      value = found
+        .toArray()
+        .map((el) => fieldValue($, el, field, base))
+        .filter((v) => v !== null);
     else value = found.length > 0 ? fieldValue($, found[0]!, field, base) : null;
     if (field.required && isMissing(value)) return undefined;
     item[field.name] = value;
@@ -74,7 +78,11 @@ export function extractParsed($: Doc, pageUrl: string, spider: Spider, meta: Pag
   let invalid = 0;
   for (const rule of rules.items) {
     if (rule.match && !rule.match.test(pageUrl)) continue;
-    const scopes = rule.each ? $(rule.each).toArray().map((el) => $(el)) : [$.root()];
+    const scopes = rule.each
+      ? $(rule.each)
+          .toArray()
+          .map((el) => $(el))
+      : [$.root()];
     for (const scope of scopes) {
       const fields = extractFields($, scope, rule, base);
       if (!fields) {

@@ -49,7 +49,8 @@ class WatchingHandler extends DomHandler {
           if (openCloseDiverges(parser.tagname, name)) diverge(this.watch, `<${parser.tagname}> closes <${name}>`);
         } else this.watch.impliedByEnd.push(name);
       } else if (!isImplied && this.watch.impliedByEnd.length > 0) {
-        if (!insideRawText(parser.stack) && endCloseDiverges(name, this.watch.impliedByEnd, name === 'svg' || parser.stack.includes('svg'))) diverge(this.watch, `</${name}> closes <${this.watch.impliedByEnd.join('>, <')}>`);
+        if (!insideRawText(parser.stack) && endCloseDiverges(name, this.watch.impliedByEnd, name === 'svg' || parser.stack.includes('svg')))
+          diverge(this.watch, `</${name}> closes <${this.watch.impliedByEnd.join('>, <')}>`);
         this.watch.impliedByEnd = [];
       }
     }

@@ -127,7 +127,10 @@ export function guardLookup(resolve: Lookup, policy: boolean | AddressPolicy): L
     resolve(hostname, { ...options, all: true }, (err, list) => {
       if (err) return callback(err, []);
       const answers = list as LookupAddress[];
-      const verdict = vetAddresses(answers.map((a) => a.address), policy);
+      const verdict = vetAddresses(
+        answers.map((a) => a.address),
+        policy,
+      );
       if (!verdict.allowed) return callback(Object.assign(new ForbiddenAddressError(hostname, verdict.address), { errno: undefined }), []);
       if ((options as { all?: boolean }).all) return callback(null, answers);
       callback(null, answers[0]!.address, answers[0]!.family);

@@ -72,7 +72,10 @@ function openTunnel({ proxy, resolveNames, keepAlive }: Tunnel, options: Connect
     });
     request.end();
   };
-  if (resolveNames) return connect(undefined);
+  if (resolveNames) {
+    connect(undefined);
+    return;
+  }
   const resolve = options.lookup ?? (dnsLookup as unknown as Lookup);
   resolve(name, {}, (err, address) => (err ? callback(err) : connect(address as string)));
 }

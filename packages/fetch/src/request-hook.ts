@@ -11,7 +11,8 @@ const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding',
  */
 export function requestShape(returned: unknown): HttpRequestShape | undefined {
   if (returned === undefined || returned === null) return undefined;
-  if (typeof returned !== 'object' || Array.isArray(returned)) throw new Error(`request hook must return an object ({ headers, cookies, method, body }) or nothing, got ${Array.isArray(returned) ? 'an array' : typeof returned}`);
+  if (typeof returned !== 'object' || Array.isArray(returned))
+    throw new Error(`request hook must return an object ({ headers, cookies, method, body }) or nothing, got ${Array.isArray(returned) ? 'an array' : typeof returned}`);
   const { method = 'GET', headers = {}, cookies, body, ...rest } = returned as Record<string, unknown>;
   const unknown = Object.keys(rest);
   if (unknown.length > 0) throw new Error(`request hook returned unknown key(s) ${unknown.map((k) => JSON.stringify(k)).join(', ')}: use headers, cookies, method or body`);
@@ -43,7 +44,11 @@ export function requestShape(returned: unknown): HttpRequestShape | undefined {
 }
 
 /** Runs a code spider's request hook for one URL; a throw or a bad answer is the hook's failure (SpiderHookError). */
-export async function runRequestHook(module: LoadedSpiderModule | undefined, url: string, ctx: { crawlId: string; spider: Spider; depth: number; meta: Record<string, unknown> }): Promise<HttpRequestShape | undefined> {
+export async function runRequestHook(
+  module: LoadedSpiderModule | undefined,
+  url: string,
+  ctx: { crawlId: string; spider: Spider; depth: number; meta: Record<string, unknown> },
+): Promise<HttpRequestShape | undefined> {
   const hook = module?.code.request;
   if (!hook) return undefined;
   try {

@@ -27,7 +27,11 @@ export function parseSitemap(text: string, url: string): SitemapDocument {
     return { kind: 'robots', sitemaps };
   }
   const $ = load(text, { xml: true });
-  const locs = (selector: string) => $(selector).map((_, el) => $(el).text().trim()).get().filter((s) => s.length > 0);
+  const locs = (selector: string) =>
+    $(selector)
+      .map((_, el) => $(el).text().trim())
+      .get()
+      .filter((s) => s.length > 0);
   if ($('sitemapindex').length > 0) return { kind: 'index', sitemaps: locs('sitemapindex > sitemap > loc') };
   if ($('urlset').length > 0) return { kind: 'urlset', urls: locs('urlset > url > loc') };
   throw new NonRetryableError('ERR_SITEMAP', `${url} is neither a sitemap index nor a urlset`);

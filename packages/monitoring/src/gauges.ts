@@ -32,14 +32,17 @@ export function registerQueueGauges(registry: Registry, queues: Partial<Queues>,
   });
   new Gauge({
     name: 'crawlfleet_queue_backlog',
-    help: 'jobs of the queue not finished yet: waiting, active, delayed and prioritized; for fetch, also the URLs waiting in running crawls\' frontiers',
+    help: "jobs of the queue not finished yet: waiting, active, delayed and prioritized; for fetch, also the URLs waiting in running crawls' frontiers",
     labelNames: ['queue'],
     registers: [registry],
     async collect() {
       for (const [stage, queue] of list) {
         const counts = await queue.getJobCounts(...BACKLOG_STATES);
         const waitingInFrontier = stage === 'fetch' && frontier ? await frontier() : 0;
-        this.set({ queue: stage }, BACKLOG_STATES.reduce((n, s) => n + (counts[s] ?? 0), waitingInFrontier));
+        this.set(
+          { queue: stage },
+          BACKLOG_STATES.reduce((n, s) => n + (counts[s] ?? 0), waitingInFrontier),
+        );
       }
     },
   });

@@ -46,7 +46,12 @@ export class FleetMetrics {
     for (const [counter, m] of Object.entries(COUNTER_METRICS)) {
       this.counters.set(counter, m.name.endsWith('_total') ? new Counter({ name: m.name, help: m.help, registers }) : new Gauge({ name: m.name, help: m.help, registers }));
     }
-    this.responses = new Counter({ name: 'crawlfleet_http_responses_total', help: 'HTTP responses to page requests, by status class (retried ones included)', labelNames: ['status_class'], registers });
+    this.responses = new Counter({
+      name: 'crawlfleet_http_responses_total',
+      help: 'HTTP responses to page requests, by status class (retried ones included)',
+      labelNames: ['status_class'],
+      registers,
+    });
     this.fetchSeconds = new Histogram({
       name: 'crawlfleet_fetch_duration_seconds',
       help: 'time from request to the whole body, by status class',
@@ -58,7 +63,12 @@ export class FleetMetrics {
     this.fetchErrors = new Counter({ name: 'crawlfleet_fetch_errors_total', help: 'page requests that got no response, by error code', labelNames: ['code'], registers });
     this.deadLetters = new Counter({ name: 'crawlfleet_dead_letters_total', help: 'jobs dead-lettered, by stage and code', labelNames: ['stage', 'code'], registers });
     this.batchSize = new Histogram({ name: 'crawlfleet_write_batch_items', help: 'items per sink flush', buckets: [1, 10, 50, 100, 250, 500, 1000, 5000], registers });
-    this.batchSeconds = new Histogram({ name: 'crawlfleet_write_batch_duration_seconds', help: 'time to flush a batch to the sink, retries included', buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 5, 30], registers });
+    this.batchSeconds = new Histogram({
+      name: 'crawlfleet_write_batch_duration_seconds',
+      help: 'time to flush a batch to the sink, retries included',
+      buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
+      registers,
+    });
     this.unavailableSinks = new Gauge({ name: 'crawlfleet_sinks_unavailable', help: 'item stores this writer finds unavailable now (its write jobs are parked until they answer)', registers });
   }
 

@@ -32,11 +32,7 @@ export function jitterFactor(randomize: boolean, random: () => number = Math.ran
  * the delay (error pages are fast, which would speed up a struggling site); a failure, a block or a
  * 429/503 doubles it, as a server under strain answers with those first.
  */
-export function nextThrottleDelay(
-  current: number,
-  outcome: { latencyMs: number; status?: number; failed: boolean },
-  policy: Pick<HostPolicy, 'delayMs' | 'autoThrottle'>,
-): number {
+export function nextThrottleDelay(current: number, outcome: { latencyMs: number; status?: number; failed: boolean }, policy: Pick<HostPolicy, 'delayMs' | 'autoThrottle'>): number {
   const { maxDelay, targetConcurrency } = policy.autoThrottle;
   const bound = (d: number) => Math.round(Math.min(Math.max(d, policy.delayMs), maxDelay));
   if (outcome.failed || outcome.status === 429 || outcome.status === 503) return bound(Math.max(current * 2, 250));

@@ -5,9 +5,7 @@ import type { ProxyHealth } from './proxy-health.js';
 
 export type WaitReason = 'retry-after' | 'delay' | 'concurrency' | 'proxy-rate' | 'no-proxy';
 
-export type Grant =
-  | { go: true; proxy: ProxyHealth | undefined; hostDelayMs: number }
-  | { go: false; waitMs: number; reason: WaitReason };
+export type Grant = { go: true; proxy: ProxyHealth | undefined; hostDelayMs: number } | { go: false; waitMs: number; reason: WaitReason };
 
 export interface AcquireInput {
   host: string;

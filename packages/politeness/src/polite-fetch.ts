@@ -122,23 +122,26 @@ export class PoliteFetcher {
     try {
       // A chain of redirects is bounded as a whole: those that led to a page count against its request's.
       const limits = robotsOrigin ? spider.limits : { ...spider.limits, maxRedirects: Math.max(0, spider.limits.maxRedirects - (input.redirects ?? 0)) };
-      page = await fetchPage(target, { ...spider, limits }, {
-        userAgent: input.userAgent,
-        // Through a proxy, the agent resolves and vets the name with this lookup, and tunnels to the IP.
-        ...(proxy ? { agent: this.pool.agents(proxy.id, spider.proxies) } : {}),
-        ...(this.lookup ? { lookup: this.lookup } : {}),
-        // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
-        ...(robotsOrigin
-          ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES }
-          : { followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true), ...(input.request ? { request: input.request } : {}) }),
-      });
+      page = await fetchPage(
+        target,
+        { ...spider, limits },
+        {
+          userAgent: input.userAgent,
+          // Through a proxy, the agent resolves and vets the name with this lookup, and tunnels to the IP.
+          ...(proxy ? { agent: this.pool.agents(proxy.id, spider.proxies) } : {}),
+          ...(this.lookup ? { lookup: this.lookup } : {}),
+          // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
+          ...(robotsOrigin
+            ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES }
+            : { followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true), ...(input.request ? { request: input.request } : {}) }),
+        },
+      );
     } catch (err) {
       error = err;
     }
 
     const verdict = page ? classifyResponse(page, spider) : undefined;
-    const retryAfterMs =
-      page && (page.status === 429 || page.status === 503) ? parseRetryAfter(headerValue(page.headers, 'retry-after'), Date.now(), spider.retry.maxRetryAfterMs) : undefined;
+    const retryAfterMs = page && (page.status === 429 || page.status === 503) ? parseRetryAfter(headerValue(page.headers, 'retry-after'), Date.now(), spider.retry.maxRetryAfterMs) : undefined;
     const proxyFault = error !== undefined && proxy !== undefined && isProxyFault(error);
     const proxyOutcome: ProxyOutcome | undefined = !proxy ? undefined : page ? (verdict?.kind === 'blocked' && !robotsOrigin ? 'block' : 'ok') : proxyFault ? 'fail' : undefined;
     const banned = await this.limiter.release({

@@ -71,11 +71,14 @@ export function orderProxies(
   if (strategy === 'round_robin') {
     ordered = [...pool].sort((a, b) => (a.usedAt ?? 0) - (b.usedAt ?? 0) || a.id.localeCompare(b.id));
   } else if (strategy === 'random') {
-    ordered = pool.map((p) => ({ p, k: random() })).sort((a, b) => a.k - b.k).map((x) => x.p);
+    ordered = pool
+      .map((p) => ({ p, k: random() }))
+      .sort((a, b) => a.k - b.k)
+      .map((x) => x.p);
   } else {
     // Efraimidis–Spirakis: key u^(1/w); sorting by it draws in proportion to the weights.
     ordered = pool
-      .map((p) => ({ p, k: Math.pow(random(), 1 / Math.max(proxyScore(p, options.now), 0.01)) }))
+      .map((p) => ({ p, k: random() ** (1 / Math.max(proxyScore(p, options.now), 0.01)) }))
       .sort((a, b) => b.k - a.k)
       .map((x) => x.p);
   }

@@ -48,8 +48,15 @@ function readProxyFile(file: string): ProxyEntry[] {
   } catch (err) {
     throw new ConfigError(`${file}: cannot read the proxy list: ${(err as Error).message}`, { file, cause: err });
   }
-  const lines = text.split('\n').map((l, i) => ({ url: l.trim(), line: i + 1 })).filter((l) => l.url && !l.url.startsWith('#'));
-  return parseProxyUrls(lines.map((l) => l.url), file, (i) => `${file}:${lines[i]!.line}`);
+  const lines = text
+    .split('\n')
+    .map((l, i) => ({ url: l.trim(), line: i + 1 }))
+    .filter((l) => l.url && !l.url.startsWith('#'));
+  return parseProxyUrls(
+    lines.map((l) => l.url),
+    file,
+    (i) => `${file}:${lines[i]!.line}`,
+  );
 }
 
 /** The pool from `--proxies FILE` when given, else PROXY_LIST (comma- or newline-separated, or `@file`). */

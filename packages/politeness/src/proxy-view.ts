@@ -36,6 +36,9 @@ export function proxyView(h: ProxyHealth, now: number): ProxyView {
 /** Pure: the proxies as a table for a terminal. */
 export function formatProxies(views: ProxyView[]): string {
   if (views.length === 0) return '  proxies: none (direct requests)';
-  const rows = views.map((v) => `  ${v.state === 'ok' ? 'ok    ' : 'BANNED'} ${v.proxy.padEnd(36)} score ${v.score.toFixed(2)}  ok ${v.ok}  failed ${v.failed}  blocked ${v.blocked}  ${v.latencyMs === null ? '' : `${v.latencyMs} ms`}${v.nextProbeAt ? `  probe at ${v.nextProbeAt}` : ''}`);
+  const rows = views.map(
+    (v) =>
+      `  ${v.state === 'ok' ? 'ok    ' : 'BANNED'} ${v.proxy.padEnd(36)} score ${v.score.toFixed(2)}  ok ${v.ok}  failed ${v.failed}  blocked ${v.blocked}  ${v.latencyMs === null ? '' : `${v.latencyMs} ms`}${v.nextProbeAt ? `  probe at ${v.nextProbeAt}` : ''}`,
+  );
   return ['  proxies:', ...rows].join('\n');
 }

@@ -36,7 +36,8 @@ export async function createFleetContext(options: { env?: Env; log?: Logger; nam
     spiderModules: new SpiderModules(),
     // Made on first use: short commands (status, seed) never pay for the default collectors.
     get metrics() {
-      return (metrics ??= new FleetMetrics({ process: options.name ?? 'crawlfleet' }));
+      metrics ??= new FleetMetrics({ process: options.name ?? 'crawlfleet' });
+      return metrics;
     },
     async close() {
       if (closed) return;

@@ -1,17 +1,18 @@
 import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
+import { JOB_HISTORY, NonRetryableError, RetryableError, errorMessage, fingerprintOfJob, retryDelay, validateJob, type JobByStage, type LoadedSpiderModule, type Stage } from '@crawlfleet/core';
 import {
-  JOB_HISTORY,
-  NonRetryableError,
-  RetryableError,
-  errorMessage,
-  fingerprintOfJob,
-  retryDelay,
-  validateJob,
-  type JobByStage,
-  type LoadedSpiderModule,
-  type Stage,
-} from '@crawlfleet/core';
-import { STAGE_DONE_STATE, beginJob, classifyFinalFailure, deadLetterFailed, delayJob, enqueueFetches, finishJob, finishJobTaking, frontierTake, type CrawlRecord, type FinishInput } from '@crawlfleet/crawl';
+  STAGE_DONE_STATE,
+  beginJob,
+  classifyFinalFailure,
+  deadLetterFailed,
+  delayJob,
+  enqueueFetches,
+  finishJob,
+  finishJobTaking,
+  frontierTake,
+  type CrawlRecord,
+  type FinishInput,
+} from '@crawlfleet/crawl';
 import type { FleetContext } from './context.js';
 
 /** What a stage's handler returns: the effects to record when its job finishes. */
@@ -112,7 +113,16 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     const deferrals = Math.max(0, (job.attemptsStarted ?? 1) - job.attemptsMade - 1);
     try {
       const spiderModule = options.runsHooks && crawl.module ? await ctx.spiderModules.get(crawl.module) : undefined;
-      const result = await handler({ job, data, crawl, fingerprint, isLastAttempt: job.attemptsMade + 1 >= attempts, deferrals, incarnation: `${data.crawlId}@${begun.startedAt}`, ...(spiderModule ? { spiderModule } : {}) });
+      const result = await handler({
+        job,
+        data,
+        crawl,
+        fingerprint,
+        isLastAttempt: job.attemptsMade + 1 >= attempts,
+        deferrals,
+        incarnation: `${data.crawlId}@${begun.startedAt}`,
+        ...(spiderModule ? { spiderModule } : {}),
+      });
       // The stage's done marker: a job of this stage for this URL is never enqueued again.
       const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...result, ...(take ? { take } : {}) };
       const { outcome, taken } = await finishJobTaking(redis, keys, data.crawlId, stage, id, finish);
@@ -170,8 +180,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     maxStalledCount: ctx.env.maxStalledCount ?? MAX_STALLED_COUNT[stage],
     ...JOB_HISTORY[stage],
     settings: {
-      backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) =>
-        retryDelay(attemptsMade, err instanceof RetryableError ? err.retryAfterMs : undefined),
+      backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) => retryDelay(attemptsMade, err instanceof RetryableError ? err.retryAfterMs : undefined),
     },
   });
   worker.on('error', (err) => log.error({ stage, err: { message: err.message } }, 'worker error'));
@@ -218,7 +227,12 @@ function deadLetterError(reason: string): UnrecoverableError {
  * fetched, so it counts as fetched as well as failed.
  */
 export class GiveUpError extends NonRetryableError {
-  constructor(code: string, message: string, readonly result: StageResult, context: Record<string, unknown> = {}) {
+  constructor(
+    code: string,
+    message: string,
+    readonly result: StageResult,
+    context: Record<string, unknown> = {},
+  ) {
     super(code, message, context);
   }
 }
@@ -228,7 +242,10 @@ export class GiveUpError extends NonRetryableError {
  * until then without holding a worker slot and without spending an attempt.
  */
 export class DeferError extends Error {
-  constructor(readonly waitMs: number, readonly reason: string) {
+  constructor(
+    readonly waitMs: number,
+    readonly reason: string,
+  ) {
     super(`deferred ${waitMs} ms: ${reason}`);
   }
 }

@@ -100,6 +100,7 @@ export interface ParseOutput {
   items?: Item[];
   links?: Array<string | FollowRequest>;
 }
+// biome-ignore lint/suspicious/noConfusingVoidType: a hook may return nothing, and TypeScript types a function without a return as void
 export type ParseResult = void | ParseOutput | Iterable<ParseYield> | AsyncIterable<ParseYield> | Promise<void | ParseOutput | Iterable<ParseYield>>;
 
 /** What a request hook may add to one request. */
@@ -117,8 +118,10 @@ export interface SpiderHooks {
   /** runs after the declarative rules on every parsed page; returns or yields items and links */
   parse?(page: Page, ctx: ParseContext): ParseResult;
   /** runs before every request of the crawl (fetch stage): extra headers, cookies, method, body */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a hook may return nothing, and TypeScript types a function without a return as void
   request?(url: string, ctx: RequestContext): RequestOptions | void | Promise<RequestOptions | void>;
   /** runs on every item before the writer: return it (changed or not); throw to drop it, counted invalid with the message */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a hook may return nothing, and TypeScript types a function without a return as void
   item?(item: Item, ctx: ItemContext): Item | void | null | Promise<Item | void | null>;
 }
 

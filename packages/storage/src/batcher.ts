@@ -28,6 +28,7 @@ export class ItemsRejectedError extends Error {
 }
 
 /** What a flush says of each item: undefined when stored, else why it was refused. */
+// biome-ignore lint/suspicious/noConfusingVoidType: void lets a flush that stored everything be a plain Promise<void> function (FileSink's)
 export type FlushOutcome = void | (string | undefined)[];
 
 export class Batcher<T> {
@@ -36,7 +37,10 @@ export class Batcher<T> {
   private timer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
 
-  constructor(private readonly flushBatch: (batch: T[]) => Promise<FlushOutcome>, private readonly options: BatcherOptions) {}
+  constructor(
+    private readonly flushBatch: (batch: T[]) => Promise<FlushOutcome>,
+    private readonly options: BatcherOptions,
+  ) {}
 
   add(items: T[]): Promise<void> {
     const from = this.buffer.length;

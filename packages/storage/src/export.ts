@@ -17,7 +17,10 @@ function asItem(doc: Record<string, unknown>): Item {
  */
 export async function exportCrawl(mongoUrl: string, crawlId: string, out: string, kind: 'jsonl' | 'csv', onProgress?: (n: number) => void): Promise<number> {
   const db = (await mongoConnection(mongoUrl)).db!;
-  const names = (await db.listCollections({}, { nameOnly: true }).toArray()).map((c) => c.name).filter((n) => !n.startsWith('system.')).sort();
+  const names = (await db.listCollections({}, { nameOnly: true }).toArray())
+    .map((c) => c.name)
+    .filter((n) => !n.startsWith('system.'))
+    .sort();
   const items: Item[] = [];
   for (const name of names) {
     for await (const doc of db.collection(name).find({ crawlId }).sort({ _id: 1 })) {
@@ -30,7 +33,13 @@ export async function exportCrawl(mongoUrl: string, crawlId: string, out: string
   const file = await open(out, 'w');
   try {
     if (format.header) await file.write(format.header());
-    for (let i = 0; i < items.length; i += 1000) await file.write(items.slice(i, i + 1000).map((item) => format.line(item)).join(''));
+    for (let i = 0; i < items.length; i += 1000)
+      await file.write(
+        items
+          .slice(i, i + 1000)
+          .map((item) => format.line(item))
+          .join(''),
+      );
     await file.datasync();
   } finally {
     await file.close();

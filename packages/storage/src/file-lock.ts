@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { link, open, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
+import { type FileHandle, link, open, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
 
 /** Who holds a lock file: written into it when taken. */
@@ -77,7 +77,10 @@ export class FileLock {
   private renewal: NodeJS.Timeout | undefined;
   private held = false;
 
-  constructor(dataPath: string, private readonly staleMs: number) {
+  constructor(
+    dataPath: string,
+    private readonly staleMs: number,
+  ) {
     this.path = `${dataPath}.lock`;
     this.me = { pid: process.pid, host: hostname(), started: PROCESS_STARTED, token: randomUUID(), since: '' };
   }
@@ -140,7 +143,7 @@ export class FileLock {
 
   /** Creates the lock file if none exists (O_EXCL); false if one does. */
   private async create(): Promise<boolean> {
-    let handle;
+    let handle: FileHandle;
     try {
       handle = await open(this.path, 'wx');
     } catch (err) {

@@ -199,7 +199,10 @@ export class FileSink implements ItemSink {
     const fresh = entries.filter((_, i) => !held[i]);
     if (fresh.length === 0) return;
     await this.append(Buffer.from(fresh.map((e) => this.format.line(e.item)).join('')));
-    await this.options.index.record(fresh.map((e) => e.digest), this.stateAt());
+    await this.options.index.record(
+      fresh.map((e) => e.digest),
+      this.stateAt(),
+    );
     this.indexedTo = this.end;
   }
 

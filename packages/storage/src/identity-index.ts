@@ -54,7 +54,10 @@ const ADD_CHUNK = 1000;
  * with the state. About 70 bytes of Redis memory per item (docs/reliability.md).
  */
 export class RedisIdentityIndex implements IdentityIndex {
-  constructor(private readonly redis: IndexRedis, private readonly keys: { identities: string; state: string }) {}
+  constructor(
+    private readonly redis: IndexRedis,
+    private readonly keys: { identities: string; state: string },
+  ) {}
 
   async state(): Promise<IndexState | undefined> {
     return parseState(await this.redis.hgetall(this.keys.state));

@@ -92,10 +92,7 @@ export function itemSchema(rule: ItemRule): Schema {
   const fields: Record<string, SchemaDefinitionProperty> = {};
   for (const [name, field] of Object.entries(rule.fields)) {
     if (STORE_FIELDS.has(name)) {
-      throw new NonRetryableError(
-        'ERR_ITEM_SCHEMA',
-        `item type "${rule.type}": the field "${name}" has a name the MongoDB store keeps for itself (${[...STORE_FIELDS].join(', ')}); rename the field`,
-      );
+      throw new NonRetryableError('ERR_ITEM_SCHEMA', `item type "${rule.type}": the field "${name}" has a name the MongoDB store keeps for itself (${[...STORE_FIELDS].join(', ')}); rename the field`);
     }
     fields[name] = fieldSchemaType(field);
   }
@@ -124,7 +121,12 @@ export function itemSchema(rule: ItemRule): Schema {
 
 /** Pure: a name for the model of an item rule; two rules with the same fields and key share it. */
 export function itemModelName(rule: ItemRule): string {
-  const shape = [rule.key ?? 'url', Object.entries(rule.fields).map(([name, f]) => [name, storedType(f), f.all === true]).sort()];
+  const shape = [
+    rule.key ?? 'url',
+    Object.entries(rule.fields)
+      .map(([name, f]) => [name, storedType(f), f.all === true])
+      .sort(),
+  ];
   return `${rule.type}#${createHash('sha1').update(JSON.stringify(shape)).digest('hex').slice(0, 12)}`;
 }
 

@@ -188,15 +188,27 @@ export class MongoSink implements ItemSink {
     items.forEach((item, i) => {
       const type = String(item.type);
       const target = this.models.get(type);
-      if (!target) return void (outcome[i] = `no item rule for type ${JSON.stringify(type)}`);
+      if (!target) {
+        outcome[i] = `no item rule for type ${JSON.stringify(type)}`;
+        return;
+      }
       const cast = castItem(target.model.schema, item);
-      if (cast.reason !== undefined) return void (outcome[i] = `MongoDB refused the document: ${cast.reason}`);
+      if (cast.reason !== undefined) {
+        outcome[i] = `MongoDB refused the document: ${cast.reason}`;
+        return;
+      }
       const size = calculateObjectSize(cast.doc);
-      if (size > MAX_DOCUMENT_BYTES) return void (outcome[i] = `document too large for MongoDB: ${size} bytes > ${MAX_DOCUMENT_BYTES}`);
+      if (size > MAX_DOCUMENT_BYTES) {
+        outcome[i] = `document too large for MongoDB: ${size} bytes > ${MAX_DOCUMENT_BYTES}`;
+        return;
+      }
       docs[i] = cast.doc;
       const keyValue = JSON.stringify(cast.doc[target.key] ?? null);
       let group = byType.get(type);
-      if (!group) byType.set(type, (group = new Map()));
+      if (!group) {
+        group = new Map();
+        byType.set(type, group);
+      }
       // Duplicates inside one batch collapse to one upsert; the last one wins.
       group.set(keyValue, [...(group.get(keyValue) ?? []), i]);
     });
@@ -204,7 +216,10 @@ export class MongoSink implements ItemSink {
       const { model, key } = this.models.get(type)!;
       const latest = [...group.values()].map((indexes) => ({ indexes, item: docs[indexes[indexes.length - 1]!]! }));
       const ids = latest.map((l) => documentId(l.item[key]));
-      const stored = await model.find({ _id: { $in: ids } }, { contentHash: 1 }).lean<{ _id: string | number; contentHash?: string }[]>().exec();
+      const stored = await model
+        .find({ _id: { $in: ids } }, { contentHash: 1 })
+        .lean<{ _id: string | number; contentHash?: string }[]>()
+        .exec();
       const storedHash = new Map(stored.map((d) => [d._id, d.contentHash]));
       const refuse = (n: number, reason: string) => {
         for (const i of latest[n]!.indexes) outcome[i] = `MongoDB refused the document: ${reason}`;

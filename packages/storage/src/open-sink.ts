@@ -22,7 +22,7 @@ export interface OpenSinkOptions {
 /** The index of a file sink: in the crawl's Redis slot. */
 function fileIndex(options: OpenSinkOptions): RedisIdentityIndex {
   const { redis, keys, crawlId } = options;
-  if (!redis || !keys || !crawlId) throw new Error('a file sink needs the writer\'s Redis, its keys and the crawl id (OpenSinkOptions redis, keys, crawlId)');
+  if (!redis || !keys || !crawlId) throw new Error("a file sink needs the writer's Redis, its keys and the crawl id (OpenSinkOptions redis, keys, crawlId)");
   return new RedisIdentityIndex(redis, keys.fileIndex(crawlId));
 }
 
@@ -35,7 +35,10 @@ export async function openSink(spec: SinkSpec, spider: Spider, options: OpenSink
     case 'csv':
       return FileSink.open(spec.path, csvFormat(csvColumns(spider.items.flatMap((r) => Object.keys(r.fields)))), keyFields, { index: fileIndex(options), batch: options.batch });
     case 'mongo':
-      return MongoSink.open(mongoUrlForSink(spec, { mongoUrl: options.mongoUrl, mongoCredentials: options.mongoCredentials ?? envMongoCredentials() }), spider, { ...(options.log ? { log: options.log } : {}), ...(options.batch ? { batch: options.batch } : {}) });
+      return MongoSink.open(mongoUrlForSink(spec, { mongoUrl: options.mongoUrl, mongoCredentials: options.mongoCredentials ?? envMongoCredentials() }), spider, {
+        ...(options.log ? { log: options.log } : {}),
+        ...(options.batch ? { batch: options.batch } : {}),
+      });
   }
 }
 

@@ -21,7 +21,10 @@ export class RecordSplitter {
   private inQuotes = false;
 
   /** @param offset where in the file the first chunk starts (a record boundary) */
-  constructor(private readonly quoted: boolean, private offset: number) {}
+  constructor(
+    private readonly quoted: boolean,
+    private offset: number,
+  ) {}
 
   /** The records this chunk completes, in order. */
   push(chunk: Buffer): FileRecord[] {

@@ -34,7 +34,10 @@ export function itemIdentity(item: Item, keyFields: KeyFields): string {
  */
 export class SinkBusyError extends Error {
   readonly code = 'ERR_SINK_BUSY';
-  constructor(message: string, readonly waitMs: number) {
+  constructor(
+    message: string,
+    readonly waitMs: number,
+  ) {
     super(message);
   }
 }

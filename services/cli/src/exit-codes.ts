@@ -4,7 +4,10 @@ import { ConfigError, ServiceUnavailableError } from '@crawlfleet/core';
 export const EXIT = { ok: 0, failure: 1, usage: 2, timeout: 124, interrupted: 130 } as const;
 
 export class ExitError extends Error {
-  constructor(readonly exitCode: number, message: string) {
+  constructor(
+    readonly exitCode: number,
+    message: string,
+  ) {
     super(message);
   }
 }

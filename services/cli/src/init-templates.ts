@@ -82,10 +82,7 @@ function privateAddressComment(s: StarterSettings, indent: string, mark: string)
         `It is true here only because the start URL is on loopback (${s.domain}, the demo site on`,
         'this machine). Leave it false for sites on the internet.',
       ]
-    : [
-        'The SSRF guard refuses loopback, private and link-local addresses while this is false.',
-        'Set it to true (or list the ranges in allowedAddresses) only for a site on your own network.',
-      ];
+    : ['The SSRF guard refuses loopback, private and link-local addresses while this is false.', 'Set it to true (or list the ranges in allowedAddresses) only for a site on your own network.'];
   return lines.map((l) => `${indent}${mark} ${l}`).join('\n');
 }
 

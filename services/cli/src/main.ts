@@ -31,9 +31,11 @@ process.on('unhandledRejection', (reason) => {
 });
 
 let exitCode = 0;
-const run = <A extends unknown[]>(fn: (...args: A) => Promise<number>) => async (...args: A) => {
-  exitCode = await fn(...args);
-};
+const run =
+  <A extends unknown[]>(fn: (...args: A) => Promise<number>) =>
+  async (...args: A) => {
+    exitCode = await fn(...args);
+  };
 const crawlIdOption = () => new Option('--crawl-id <id>', 'crawl id').argParser(assertCrawlId);
 const redisOption = () => new Option('--redis <url>', 'Redis URL (default: REDIS_URL)');
 
@@ -160,9 +162,9 @@ program
 
 program
   .command('shell')
-  .description('fetch one page with a spider\'s settings and print the items and links it would produce; stores nothing, needs no Redis')
+  .description("fetch one page with a spider's settings and print the items and links it would produce; stores nothing, needs no Redis")
   .argument('<url>', 'page to fetch')
-  .option('--spider <file>', "spider whose user agents, limits, address policy and rules apply (default: follow every a[href], no items, private addresses refused)")
+  .option('--spider <file>', 'spider whose user agents, limits, address policy and rules apply (default: follow every a[href], no items, private addresses refused)')
   .option('--json', 'one JSON document on stdout: {url, finalUrl, status, contentType, items, links, invalid}')
   .addHelpText(
     'after',

@@ -62,6 +62,11 @@ export async function shellPage(url: string, spider: Spider, options: ShellOptio
   const fetchedAt = new Date().toISOString();
   const contentType = page.contentType ?? '';
   const rules = extractResponse({ body: text, contentType, url: page.url }, spider, { crawlId, fetchedAt });
-  const hooked = await runPageHooks(options.module, { url: page.url, requestedUrl: url, status: page.status, headers: flatHeaders(page.headers), contentType, text, doc: rules.doc, crawlId, fetchedAt, depth: 0, meta: {} }, spider, rules);
+  const hooked = await runPageHooks(
+    options.module,
+    { url: page.url, requestedUrl: url, status: page.status, headers: flatHeaders(page.headers), contentType, text, doc: rules.doc, crawlId, fetchedAt, depth: 0, meta: {} },
+    spider,
+    rules,
+  );
   return { ...result, parsed: true, items: hooked.items, links: hooked.links.map((l) => l.url), invalid: hooked.invalid, invalidReasons: hooked.invalidReasons };
 }

@@ -16,7 +16,12 @@ export interface StageThread {
 
 export class StageThreadError extends Error {
   readonly code = 'ERR_STAGE_THREAD';
-  constructor(readonly label: string, readonly threadId: number, readonly exitCode: number, cause?: Error) {
+  constructor(
+    readonly label: string,
+    readonly threadId: number,
+    readonly exitCode: number,
+    cause?: Error,
+  ) {
     super(`${label} thread ${threadId} ended ${cause ? `with an error: ${cause.message}` : `with exit code ${exitCode}`}`, cause ? { cause } : undefined);
   }
 }

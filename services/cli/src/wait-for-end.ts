@@ -8,7 +8,12 @@ const TERMINAL: CrawlState[] = ['done', 'failed', 'cancelled'];
  * Resolves with the crawl's terminal state, or 'timeout'. The state is set by the worker that
  * finished the crawl's last job, so this only reads it.
  */
-export async function waitForEnd(redis: Redis, keys: Keys, crawlId: string, options: { timeoutMs?: number; pollMs?: number; onTick?: () => Promise<void> | void } = {}): Promise<CrawlState | 'timeout' | 'unknown'> {
+export async function waitForEnd(
+  redis: Redis,
+  keys: Keys,
+  crawlId: string,
+  options: { timeoutMs?: number; pollMs?: number; onTick?: () => Promise<void> | void } = {},
+): Promise<CrawlState | 'timeout' | 'unknown'> {
   const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
   for (;;) {
     const state = await getCrawlState(redis, keys, crawlId);

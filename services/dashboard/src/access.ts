@@ -22,7 +22,9 @@ export function dashboardAccess(host: string, user: string, password: string): C
   if ((user === '') !== (password === '')) throw new ConfigError('dashboard: set both DASHBOARD_USER and DASHBOARD_PASSWORD, or neither', { file: 'environment' });
   if (user !== '') return { user, password };
   if (!isLoopbackHost(host)) {
-    throw new ConfigError(`dashboard: refusing to serve ${host} without DASHBOARD_USER and DASHBOARD_PASSWORD (Bull Board can retry and remove jobs); bind 127.0.0.1, or set both`, { file: 'environment' });
+    throw new ConfigError(`dashboard: refusing to serve ${host} without DASHBOARD_USER and DASHBOARD_PASSWORD (Bull Board can retry and remove jobs); bind 127.0.0.1, or set both`, {
+      file: 'environment',
+    });
   }
   return undefined;
 }

@@ -44,7 +44,17 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       const { spider } = crawl;
       // A code spider's request hook may run more than once for one URL (waits, retries): it should only compute.
       const request = await runRequestHook(spiderModule, data.url, { crawlId: data.crawlId, spider, depth: data.depth, meta: data.meta ?? {} });
-      const outcome = await polite.fetch({ url: data.url, spider, leaseId: job.id!, deferrals, avoidProxies: data.avoidProxies, redirects: data.redirects, userAgent: userAgents.pick(spider.userAgents), crawlId: data.crawlId, ...(request ? { request } : {}) });
+      const outcome = await polite.fetch({
+        url: data.url,
+        spider,
+        leaseId: job.id!,
+        deferrals,
+        avoidProxies: data.avoidProxies,
+        redirects: data.redirects,
+        userAgent: userAgents.pick(spider.userAgents),
+        crawlId: data.crawlId,
+        ...(request ? { request } : {}),
+      });
       switch (outcome.kind) {
         case 'wait':
           throw new DeferError(outcome.waitMs, outcome.reason);
@@ -80,10 +90,16 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         const redirects = (data.redirects ?? 0) + page.redirects + 1;
         const target = canonicalizeUrl(verdict.location);
         const done = { url: { fingerprint, state: 'd' } };
-        if (redirects > spider.limits.maxRedirects) throw new GiveUpError('ERR_TOO_MANY_REDIRECTS', `more than ${spider.limits.maxRedirects} redirects (limits.maxRedirects), the last to ${verdict.location}`, done, { url: data.url });
+        if (redirects > spider.limits.maxRedirects)
+          throw new GiveUpError('ERR_TOO_MANY_REDIRECTS', `more than ${spider.limits.maxRedirects} redirects (limits.maxRedirects), the last to ${verdict.location}`, done, { url: data.url });
         if (!target) throw new GiveUpError('ERR_HTTP_STATUS', `HTTP ${page.status} to ${verdict.location}, which is not an http(s) URL`, done, { url: data.url });
         const verdictForTarget = scopeVerdict(target, data.depth, spider, allowedHosts(spider));
-        ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects }], { referer: data.url, take: frontierTake(ctx.env.frontierWindow) }));
+        ctx.metrics.count(
+          await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects }], {
+            referer: data.url,
+            take: frontierTake(ctx.env.frontierWindow),
+          }),
+        );
         ctx.log.debug({ url: data.url, status: page.status, location: target, scope: verdictForTarget }, 'redirect to another origin: its target is a new URL of the crawl');
         return { ...done, counters: { redirected: 1 } };
       }

@@ -29,7 +29,19 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       const rules = extractResponse({ body: text, contentType: data.contentType, url: data.finalUrl }, spider, { crawlId: data.crawlId, fetchedAt: data.fetchedAt });
       const page = await runPageHooks(
         spiderModule,
-        { url: data.finalUrl, requestedUrl: data.url, status: data.status, headers: data.headers ?? { 'content-type': data.contentType }, contentType: data.contentType, text, doc: rules.doc, crawlId: data.crawlId, fetchedAt: data.fetchedAt, depth: data.depth, meta: data.meta ?? {} },
+        {
+          url: data.finalUrl,
+          requestedUrl: data.url,
+          status: data.status,
+          headers: data.headers ?? { 'content-type': data.contentType },
+          contentType: data.contentType,
+          text,
+          doc: rules.doc,
+          crawlId: data.crawlId,
+          fetchedAt: data.fetchedAt,
+          depth: data.depth,
+          meta: data.meta ?? {},
+        },
         spider,
         rules,
       );
@@ -45,7 +57,13 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       if (overflow > 0) ctx.log.info({ url: data.finalUrl, links: page.links.length, maxLinksPerPage, skipped: overflow }, 'page has more links than limits.maxLinksPerPage: the rest are skipped');
       const allowed = allowedHosts(spider);
       const candidates = links.map(({ url, depth, meta }) => ({ url, depth, verdict: scopeVerdict(url, depth, spider, allowed), ...(meta ? { meta } : {}) }));
-      ctx.metrics.count(await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, { referer: data.url, take: frontierTake(ctx.env.frontierWindow), settled: { urls: settledUrls, scope: incarnation } }));
+      ctx.metrics.count(
+        await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, {
+          referer: data.url,
+          take: frontierTake(ctx.env.frontierWindow),
+          settled: { urls: settledUrls, scope: incarnation },
+        }),
+      );
       return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow } };
     },
   });

@@ -87,7 +87,11 @@ async function whileSeeding(ctx: FleetContext, crawlId: string, seed: () => Prom
   const k = ctx.keys.crawl(crawlId);
   const run = randomUUID();
   const sentinel = `${SENTINEL_PREFIX}${run}`;
-  await ctx.redis.multi().hset(k.seeding, run, Date.now() + SEEDING_LEASE_MS).sadd(k.pending.fetch, sentinel).exec();
+  await ctx.redis
+    .multi()
+    .hset(k.seeding, run, Date.now() + SEEDING_LEASE_MS)
+    .sadd(k.pending.fetch, sentinel)
+    .exec();
   const renew = setInterval(() => {
     ctx.redis.hset(k.seeding, run, Date.now() + SEEDING_LEASE_MS).catch(() => undefined);
   }, SEEDING_LEASE_MS / 4);

@@ -27,7 +27,10 @@ interface PoolEntry {
 /** The sinks this writer has open, one per crawl, closed when idle or when the writer stops. */
 class SinkPool {
   private readonly open = new Map<string, PoolEntry>();
-  constructor(private readonly idleCloseMs: number, private readonly options: OpenSinkOptions) {}
+  constructor(
+    private readonly idleCloseMs: number,
+    private readonly options: OpenSinkOptions,
+  ) {}
 
   get(crawl: CrawlRecord): Promise<ItemSink> {
     const key = `${crawl.version}:${JSON.stringify(crawl.sink)}`;
@@ -44,7 +47,8 @@ class SinkPool {
         }, FAILED_OPEN_REUSE_MS);
         forget.unref();
       });
-      this.open.set(crawl.crawlId, (entry = opened));
+      entry = opened;
+      this.open.set(crawl.crawlId, entry);
     }
     if (entry.timer) clearTimeout(entry.timer);
     entry.timer = setTimeout(() => void this.close(crawl.crawlId), this.idleCloseMs);

@@ -44,10 +44,7 @@ export class SinkOutages {
     this.down.set(label, { since: Date.now(), parked: 1 });
     this.onChange(this.down.size);
     const e = err as { name?: string; message?: string };
-    this.log.warn(
-      { sink: label, err: { name: e?.name, message: e?.message }, retryInMs: waitMs },
-      `${storeName(label)} unavailable: write jobs are parked without spending attempts until it answers`,
-    );
+    this.log.warn({ sink: label, err: { name: e?.name, message: e?.message }, retryInMs: waitMs }, `${storeName(label)} unavailable: write jobs are parked without spending attempts until it answers`);
   }
 
   /** A job's items were stored in `label`. */

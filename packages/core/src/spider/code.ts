@@ -52,7 +52,11 @@ function describeThrown(err: unknown): string {
  * source it came from. Retrying would run the same code on the same page, so it is not retried.
  */
 export class SpiderHookError extends NonRetryableError {
-  constructor(readonly hook: string, cause: unknown, readonly place?: string) {
+  constructor(
+    readonly hook: string,
+    cause: unknown,
+    readonly place?: string,
+  ) {
     super('ERR_SPIDER_HOOK', `${hook} hook threw${place ? ` at ${place}` : ''}: ${describeThrown(cause)}`, { hook, ...(place ? { place } : {}) }, { cause });
   }
 }

@@ -29,5 +29,3 @@ export async function loadSpiderDefinition(file: string): Promise<SpiderDefiniti
 export async function loadSpiderFile(file: string): Promise<Spider> {
   return (await loadSpiderDefinition(file)).spider;
 }
-
-

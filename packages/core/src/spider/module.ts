@@ -4,6 +4,7 @@ import { SourceMap } from 'node:module';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { BuildResult } from 'esbuild';
 import { ConfigError, NonRetryableError, errorMessage } from '../errors.js';
 import { CODE_KEYS, type CodeKey, type SpiderCode, type SpiderModuleRef } from './code.js';
 import { validateSpider } from './load.js';
@@ -39,7 +40,7 @@ interface Bundle {
 async function bundle(path: string): Promise<Bundle> {
   const esbuild = await import('esbuild');
   const dir = dirname(path);
-  let result;
+  let result: BuildResult<{ write: false; metafile: true }>;
   try {
     result = await esbuild.build({
       entryPoints: [path],
@@ -72,7 +73,12 @@ async function bundle(path: string): Promise<Bundle> {
     .filter((file) => !file.split(sep).includes('node_modules') && !file.startsWith(OWN_PACKAGES))
     .sort();
   const hash = createHash('sha256');
-  for (const file of own) hash.update(relative(dir, file)).update('\0').update(await readFile(file)).update('\0');
+  for (const file of own)
+    hash
+      .update(relative(dir, file))
+      .update('\0')
+      .update(await readFile(file))
+      .update('\0');
   return { js, map: new SourceMap(JSON.parse(mapText) as never), hash: hash.digest('hex').slice(0, 16) };
 }
 
@@ -81,7 +87,10 @@ async function importBundle(path: string, js: string): Promise<{ exported: unkno
   const digest = createHash('sha256').update(js).digest('hex').slice(0, 16);
   const cacheDir = join(process.env.CRAWLFLEET_SPIDER_CACHE ?? join(tmpdir(), 'crawlfleet-spiders'));
   const file = join(cacheDir, `${basename(path).replace(/[^A-Za-z0-9_.-]/g, '_')}-${digest}.mjs`);
-  const exists = await stat(file).then(() => true, () => false);
+  const exists = await stat(file).then(
+    () => true,
+    () => false,
+  );
   if (!exists) {
     await mkdir(cacheDir, { recursive: true });
     const partial = `${file}.${process.pid}.tmp`;
@@ -151,10 +160,13 @@ export function locateInSource(stack: string, bundleFile: string, map: SourceMap
 /** Compiles and imports a spider module, checking its exported shape. Hooks are not run. */
 export async function loadSpiderModule(file: string): Promise<LoadedSpiderModule> {
   const path = resolve(file);
-  const exists = await stat(path).then((s) => s.isFile(), () => false);
+  const exists = await stat(path).then(
+    (s) => s.isFile(),
+    () => false,
+  );
   if (!exists) throw new ConfigError(`${file}: cannot read spider file: no such file`, { file });
   const built = await bundle(path);
-  let imported;
+  let imported: { exported: unknown; file: string };
   try {
     imported = await importBundle(path, built.js);
   } catch (err) {

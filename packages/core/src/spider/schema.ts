@@ -13,9 +13,7 @@ const regex = z.string().superRefine((value, ctx) => {
 
 const regexList = z.array(regex);
 
-const hostPattern = z
-  .string()
-  .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/, 'must be "host" or "host:port"');
+const hostPattern = z.string().regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/, 'must be "host" or "host:port"');
 
 const httpUrl = z.string().superRefine((value, ctx) => {
   let url: URL;
@@ -160,7 +158,11 @@ export const DEFAULT_MAX_RETRY_AFTER_MS = 5 * 60_000;
 export const retrySchema = z.strictObject({
   attempts: z.int().min(0).max(50).default(3),
   statusCodes: z.array(z.int().min(100).max(599)).default([429, 500, 502, 503, 504, 522, 524]),
-  maxRetryAfterMs: z.int().min(0).max(24 * 3600_000).default(DEFAULT_MAX_RETRY_AFTER_MS),
+  maxRetryAfterMs: z
+    .int()
+    .min(0)
+    .max(24 * 3600_000)
+    .default(DEFAULT_MAX_RETRY_AFTER_MS),
 });
 
 export const proxySettingsSchema = z.strictObject({
@@ -182,7 +184,10 @@ export const DEFAULT_BLOCK_PAGE_MAX_CHARS = 2000;
 
 /** Limits that protect the fetcher from hostile servers; an extension of the contract. */
 export const limitsSchema = z.strictObject({
-  maxResponseBytes: z.int().min(1024).default(10 * 1024 * 1024),
+  maxResponseBytes: z
+    .int()
+    .min(1024)
+    .default(10 * 1024 * 1024),
   timeoutMs: z.int().min(100).default(30_000),
   maxRedirects: z.int().min(0).max(50).default(10),
   /** links a page may add to the frontier; the rest are counted skipped */

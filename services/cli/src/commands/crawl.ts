@@ -67,7 +67,12 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
       const threads = await startParserThreads(options.parserThreads, { redis: options.redis, mongo: options.mongo, concurrency: concurrencyPerThread(parsing, options.parserThreads) }, ctx.log);
       threads.failed.catch((err: Error) => (threadFailure = err));
       // Closing a thread that already failed fails again: the crawl reports that failure once (onTick).
-      stages.push({ close: () => threads.close().catch((err: unknown) => { if (!threadFailure) throw err; }) });
+      stages.push({
+        close: () =>
+          threads.close().catch((err: unknown) => {
+            if (!threadFailure) throw err;
+          }),
+      });
     } else stages.push(startParser(ctx, { concurrency: parsing }));
     stages.push(startFetcher(ctx, { concurrency: options.concurrency, proxies }), startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }));
     const showProgress = !options.quiet && process.stderr.isTTY === true;

@@ -48,7 +48,7 @@ function jsonNotes(s: StarterSettings, file: string, schemaRef: string): string[
     `  startUrls              where the crawl starts: ${s.startUrl}`,
     `  allowedDomains         links are followed on ${s.domain} only`,
     '  maxPages               a safety net: no new URL after 5000 pages; raise it or remove it',
-    '  obeyRobotsTxt          each host\'s /robots.txt is fetched first and obeyed',
+    "  obeyRobotsTxt          each host's /robots.txt is fetched first and obeyed",
     s.loopback
       ? `  allowPrivateAddresses  true only because ${s.domain} is on loopback (the demo site); the SSRF guard refuses private addresses otherwise. Keep it false for sites on the internet`
       : '  allowPrivateAddresses  false: the SSRF guard refuses loopback, private and link-local addresses. Set it (or allowedAddresses) only for a site on your own network',

@@ -16,7 +16,12 @@ export interface MonitorOptions {
 
 /** Pure: one monitor frame. */
 export function monitorFrame(input: { at: Date; statuses: { status: CrawlStatus; pagesPerSecond: number }[]; workers: Record<string, number>; proxies: ProxyView[] }): string {
-  const lines = [`crawlfleet monitor  ${input.at.toISOString()}  workers: ${Object.entries(input.workers).map(([s, n]) => `${s} ${n}`).join(', ')}`, ''];
+  const lines = [
+    `crawlfleet monitor  ${input.at.toISOString()}  workers: ${Object.entries(input.workers)
+      .map(([s, n]) => `${s} ${n}`)
+      .join(', ')}`,
+    '',
+  ];
   if (input.statuses.length === 0) lines.push('no running crawls');
   for (const { status, pagesPerSecond } of input.statuses) {
     lines.push(formatStatus(status));
@@ -35,7 +40,10 @@ async function frame(ctx: FleetContext, options: MonitorOptions, meters: Map<str
   for (const stage of STAGES) workers[stage] = (await ctx.queues[stage].getWorkers().catch(() => [])).length;
   const statuses = shown.map((status) => {
     let meter = meters.get(status.crawlId);
-    if (!meter) meters.set(status.crawlId, (meter = new RateMeter()));
+    if (!meter) {
+      meter = new RateMeter();
+      meters.set(status.crawlId, meter);
+    }
     return { status, pagesPerSecond: meter.add(status.counters.fetched) };
   });
   // The proxies belong to the fleet: read once a frame, whatever the number of crawls shown.

@@ -17,7 +17,15 @@ export async function seedCommand(spiderFile: string, urls: string[], options: S
   const sinkFor = (crawlId: string) => (options.sink ? sinkSpecFor(options.sink) : defaultSinkSpec(crawlId));
   sinkFor('check');
   const result = await withContext(envWith(options), (ctx) =>
-    seedCrawl(ctx, { spider, ...(module ? { module: module.ref } : {}), sink: sinkFor, urls, ...(options.crawlId ? { crawlId: options.crawlId } : {}), ...(options.urlsFile ? { urlsFile: options.urlsFile } : {}), ...(options.sitemap ? { sitemaps: options.sitemap } : {}) }),
+    seedCrawl(ctx, {
+      spider,
+      ...(module ? { module: module.ref } : {}),
+      sink: sinkFor,
+      urls,
+      ...(options.crawlId ? { crawlId: options.crawlId } : {}),
+      ...(options.urlsFile ? { urlsFile: options.urlsFile } : {}),
+      ...(options.sitemap ? { sitemaps: options.sitemap } : {}),
+    }),
   );
   process.stdout.write(`${result.crawlId}\n`);
   return 0;

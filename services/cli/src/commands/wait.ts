@@ -6,9 +6,7 @@ import { waitForEnd } from '../wait-for-end.js';
 
 /** Exit 0 when done, 1 when failed or cancelled, 124 on timeout. */
 export async function waitCommand(options: { crawlId: string; timeout?: number; redis?: string }): Promise<number> {
-  const state = await withContext(envWith(options), (ctx) =>
-    waitForEnd(ctx.redis, ctx.keys, options.crawlId, options.timeout === undefined ? {} : { timeoutMs: options.timeout * 1000 }),
-  );
+  const state = await withContext(envWith(options), (ctx) => waitForEnd(ctx.redis, ctx.keys, options.crawlId, options.timeout === undefined ? {} : { timeoutMs: options.timeout * 1000 }));
   if (state === 'unknown') throw new ConfigError(`no crawl with id ${JSON.stringify(options.crawlId)}`);
   if (state === 'timeout') {
     process.stderr.write(`crawl ${options.crawlId} still running after ${options.timeout} s\n`);
