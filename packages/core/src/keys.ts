@@ -1,3 +1,5 @@
+import { ConfigError } from './errors.js';
+
 /**
  * Every Redis key crawlfleet uses is built here; no other file spells a key.
  *
@@ -10,6 +12,13 @@ export const STAGES = ['fetch', 'parse', 'write'] as const;
 export type Stage = (typeof STAGES)[number];
 
 export const CRAWL_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+export function assertCrawlId(id: string): string {
+  if (!CRAWL_ID_PATTERN.test(id)) {
+    throw new ConfigError(`--crawl-id ${JSON.stringify(id)}: letters, digits, "_", "." and "-" only, at most 128, starting with a letter or digit`);
+  }
+  return id;
+}
 
 export interface CrawlKeys {
   /** hash: spider JSON, state, sink, timestamps */

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { CRAWL_ID_PATTERN, ConfigError, runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider, type SpiderModuleRef } from '@crawlfleet/core';
+import { runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider, type SpiderModuleRef } from '@crawlfleet/core';
+
+export { assertCrawlId } from '@crawlfleet/core';
 
 export const CRAWL_STATES = ['running', 'paused', 'done', 'failed', 'cancelled'] as const;
 export type CrawlState = (typeof CRAWL_STATES)[number];
@@ -23,13 +25,6 @@ export function newCrawlId(spiderName: string, now = new Date()): string {
     .toISOString()
     .replace(/\.\d{3}Z$/, 'Z')
     .replace(/:/g, '-')}`;
-}
-
-export function assertCrawlId(id: string): string {
-  if (!CRAWL_ID_PATTERN.test(id)) {
-    throw new ConfigError(`--crawl-id ${JSON.stringify(id)}: letters, digits, "_", "." and "-" only, at most 128, starting with a letter or digit`);
-  }
-  return id;
 }
 
 export function spiderVersion(spider: Spider, module?: SpiderModuleRef): string {

@@ -1,4 +1,4 @@
-import { ConfigError, ServiceUnavailableError } from '@crawlfleet/core';
+import { ConfigError, ServiceUnavailableError } from '@crawlfleet/core/light';
 
 /** CONTRACT.md: 0 success, 1 runtime failure, 2 bad usage or configuration, 124 timeout. */
 export const EXIT = { ok: 0, failure: 1, usage: 2, timeout: 124, interrupted: 130 } as const;

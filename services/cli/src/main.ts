@@ -1,24 +1,26 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
-import { errorMessage, redactUrl } from '@crawlfleet/core';
-import { assertCrawlId } from '@crawlfleet/crawl';
-import { crawlCommand } from './commands/crawl.js';
-import { dashboardCommand } from './commands/dashboard.js';
-import { deadLettersCommand, replayCommand } from './commands/dead-letters.js';
-import { exportCommand } from './commands/export.js';
-import { INIT_FORMATS, initCommand } from './commands/init.js';
-import { CONTROL_ACTIONS, controlCommand } from './commands/control.js';
-import { monitorCommand } from './commands/monitor.js';
-import { seedCommand } from './commands/seed.js';
-import { shellCommand } from './commands/shell.js';
-import { statusCommand } from './commands/status.js';
-import { waitCommand } from './commands/wait.js';
-import { validateCommand } from './commands/validate.js';
-import { workerCommand } from './commands/worker.js';
+import { assertCrawlId, errorMessage, redactUrl } from '@crawlfleet/core/light';
+import { CONTROL_ACTIONS, INIT_FORMATS, nonNegativeInt, positiveInt } from './arguments.js';
+import type { crawlCommand } from './commands/crawl.js';
+import type { controlCommand } from './commands/control.js';
+import type { dashboardCommand } from './commands/dashboard.js';
+import type { deadLettersCommand, replayCommand } from './commands/dead-letters.js';
+import type { exportCommand } from './commands/export.js';
+import type { initCommand } from './commands/init.js';
+import type { monitorCommand } from './commands/monitor.js';
+import type { seedCommand } from './commands/seed.js';
+import type { shellCommand } from './commands/shell.js';
+import type { statusCommand } from './commands/status.js';
+import type { waitCommand } from './commands/wait.js';
+import type { workerCommand } from './commands/worker.js';
 import { exitCodeFor } from './exit-codes.js';
-import { nonNegativeInt, positiveInt } from './options.js';
 import { DEMO_START_URL } from './init-templates.js';
 import { rootVersion } from './repo-root.js';
+
+// Each command's module is imported when that command runs: the fleet's packages (Redis, BullMQ,
+// the fetch and parse stacks) take about a second to load, which --version, --help, init and
+// validate need not pay.
 
 // A crash is reported as Node would report it (stack, exit 1), but with every URL's credentials
 // redacted: an error from a client library may quote the URL it was given.
@@ -61,7 +63,7 @@ program
   .option('--parser-threads <n>', 'worker threads that parse pages (default 1; 0 parses in the main thread)', nonNegativeInt('--parser-threads'), 1)
   .option('--json', 'print the final status object as the last line of stdout')
   .option('--quiet', 'no live progress')
-  .action(run((spider: string, opts: Parameters<typeof crawlCommand>[1]) => crawlCommand(spider, opts)));
+  .action(run(async (spider: string, opts: Parameters<typeof crawlCommand>[1]) => (await import('./commands/crawl.js')).crawlCommand(spider, opts)));
 
 program
   .command('seed')
@@ -73,7 +75,7 @@ program
   .option('--urls-file <file>', 'a file of URLs, one per line')
   .option('--sitemap <url...>', 'seed from a sitemap, a sitemap index (gzip or not), or a robots.txt listing sitemaps')
   .addOption(redisOption())
-  .action(run((spider: string, urls: string[], opts: Parameters<typeof seedCommand>[2]) => seedCommand(spider, urls, opts)));
+  .action(run(async (spider: string, urls: string[], opts: Parameters<typeof seedCommand>[2]) => (await import('./commands/seed.js')).seedCommand(spider, urls, opts)));
 
 program
   .command('worker')
@@ -82,7 +84,7 @@ program
   .option('--concurrency <n>', 'jobs in flight', positiveInt('--concurrency'))
   .option('--proxies <file>', 'fetcher: proxy URLs, one per line (default: PROXY_LIST)')
   .addOption(redisOption())
-  .action(run((stage: string, opts: Parameters<typeof workerCommand>[1]) => workerCommand(stage, opts)));
+  .action(run(async (stage: string, opts: Parameters<typeof workerCommand>[1]) => (await import('./commands/worker.js')).workerCommand(stage, opts)));
 
 program
   .command('wait')
@@ -90,7 +92,7 @@ program
   .addOption(crawlIdOption().makeOptionMandatory())
   .option('--timeout <seconds>', 'give up after this long', positiveInt('--timeout'))
   .addOption(redisOption())
-  .action(run((opts: Parameters<typeof waitCommand>[0]) => waitCommand(opts)));
+  .action(run(async (opts: Parameters<typeof waitCommand>[0]) => (await import('./commands/wait.js')).waitCommand(opts)));
 
 program
   .command('status')
@@ -98,7 +100,7 @@ program
   .addOption(crawlIdOption())
   .option('--json', 'one JSON document on stdout')
   .addOption(redisOption())
-  .action(run((opts: Parameters<typeof statusCommand>[0]) => statusCommand(opts)));
+  .action(run(async (opts: Parameters<typeof statusCommand>[0]) => (await import('./commands/status.js')).statusCommand(opts)));
 
 program
   .command('monitor')
@@ -107,7 +109,7 @@ program
   .option('--interval <seconds>', 'refresh every N seconds', positiveInt('--interval'), 1)
   .option('--once', 'print one frame and exit')
   .addOption(redisOption())
-  .action(run((opts: Parameters<typeof monitorCommand>[0]) => monitorCommand(opts)));
+  .action(run(async (opts: Parameters<typeof monitorCommand>[0]) => (await import('./commands/monitor.js')).monitorCommand(opts)));
 
 program
   .command('dashboard')
@@ -116,7 +118,7 @@ program
   .option('--host <address>', 'address to bind; anything but loopback needs DASHBOARD_USER and DASHBOARD_PASSWORD', '127.0.0.1')
   .option('--read-only', 'Bull Board without retry, promote, clean or remove')
   .addOption(redisOption())
-  .action(run((opts: Parameters<typeof dashboardCommand>[0]) => dashboardCommand(opts)));
+  .action(run(async (opts: Parameters<typeof dashboardCommand>[0]) => (await import('./commands/dashboard.js')).dashboardCommand(opts)));
 
 program
   .command('export')
@@ -124,7 +126,7 @@ program
   .addOption(crawlIdOption().makeOptionMandatory())
   .requiredOption('--out <file>', 'FILE.jsonl or FILE.csv')
   .option('--mongo <url>', 'MongoDB URL (default: MONGO_URL)')
-  .action(run((opts: Parameters<typeof exportCommand>[0]) => exportCommand(opts)));
+  .action(run(async (opts: Parameters<typeof exportCommand>[0]) => (await import('./commands/export.js')).exportCommand(opts)));
 
 program
   .command('dead-letters')
@@ -134,7 +136,7 @@ program
   .option('--url-regex <regex>', 'only URLs that match')
   .option('--json', 'one JSON array on stdout')
   .addOption(redisOption())
-  .action(run((opts: Parameters<typeof deadLettersCommand>[0]) => deadLettersCommand(opts)));
+  .action(run(async (opts: Parameters<typeof deadLettersCommand>[0]) => (await import('./commands/dead-letters.js')).deadLettersCommand(opts)));
 
 program
   .command('replay')
@@ -143,13 +145,13 @@ program
   .option('--code <code>', 'only this code')
   .option('--url-regex <regex>', 'only URLs that match')
   .addOption(redisOption())
-  .action(run((opts: Parameters<typeof replayCommand>[0]) => replayCommand(opts)));
+  .action(run(async (opts: Parameters<typeof replayCommand>[0]) => (await import('./commands/dead-letters.js')).replayCommand(opts)));
 
 program
   .command('validate')
   .description('check a spider file without crawling: exit 0, or 2 naming the file, the path and the problem')
   .argument('<spider>', 'spider file (.json, .yaml, .js)')
-  .action(run((spider: string) => validateCommand(spider)));
+  .action(run(async (spider: string) => (await import('./commands/validate.js')).validateCommand(spider)));
 
 program
   .command('init')
@@ -158,7 +160,7 @@ program
   .addOption(new Option('--format <format>', 'file format').choices(INIT_FORMATS).default('json'))
   .option('--url <url>', 'start URL; allowedDomains is its host, and allowPrivateAddresses is true only on loopback', DEMO_START_URL)
   .option('--force', 'overwrite an existing file')
-  .action(run((name: string, opts: Parameters<typeof initCommand>[1]) => initCommand(name, opts)));
+  .action(run(async (name: string, opts: Parameters<typeof initCommand>[1]) => (await import('./commands/init.js')).initCommand(name, opts)));
 
 program
   .command('shell')
@@ -172,7 +174,7 @@ program
       'Redirects are followed. An HTTP error status is shown (exit 0) and the page is parsed only when the fleet would parse it.\n' +
       'Exit 1 when no response came (network error, an address the SSRF guard refuses), 2 for a bad URL or spider.\n',
   )
-  .action(run((url: string, opts: Parameters<typeof shellCommand>[1]) => shellCommand(url, opts)));
+  .action(run(async (url: string, opts: Parameters<typeof shellCommand>[1]) => (await import('./commands/shell.js')).shellCommand(url, opts)));
 
 for (const action of CONTROL_ACTIONS) {
   const what = { pause: 'pause a crawl', resume: 'resume a paused crawl', cancel: 'cancel a crawl', reset: "forget a crawl's queue, dedup state and counters (items stay)" }[action];
@@ -181,7 +183,7 @@ for (const action of CONTROL_ACTIONS) {
     .description(what)
     .addOption(crawlIdOption().makeOptionMandatory())
     .addOption(redisOption())
-    .action(run((opts: Parameters<typeof controlCommand>[1]) => controlCommand(action, opts)));
+    .action(run(async (opts: Parameters<typeof controlCommand>[1]) => (await import('./commands/control.js')).controlCommand(action, opts)));
 }
 
 try {

@@ -2,7 +2,9 @@ import { cancelCrawl, frontierTake, pauseCrawl, resetCrawl, resumeCrawl } from '
 import { withContext } from '../context.js';
 import { envWith } from '../options.js';
 
-export const CONTROL_ACTIONS = ['pause', 'resume', 'cancel', 'reset'] as const;
+import { CONTROL_ACTIONS } from '../arguments.js';
+
+export { CONTROL_ACTIONS };
 export type ControlAction = (typeof CONTROL_ACTIONS)[number];
 
 export async function controlCommand(action: ControlAction, options: { crawlId: string; redis?: string }): Promise<number> {

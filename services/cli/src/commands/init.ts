@@ -5,7 +5,9 @@ import { EXIT, ExitError } from '../exit-codes.js';
 import { DEMO_START_URL, jsonTemplate, starterSettings, tsTemplate, yamlTemplate, type StarterSettings } from '../init-templates.js';
 import { REPO_ROOT, SPIDER_SCHEMA_FILE } from '../repo-root.js';
 
-export const INIT_FORMATS = ['json', 'yaml', 'ts'] as const;
+import { INIT_FORMATS } from '../arguments.js';
+
+export { INIT_FORMATS };
 export type InitFormat = (typeof INIT_FORMATS)[number];
 
 export interface InitOptions {
