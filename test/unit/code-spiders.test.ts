@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as cheerio from 'cheerio';
-import { ConfigError, SpiderHookError, loadSpiderDefinition, splitSpiderModule, validateSpider, type LoadedSpiderModule, type SpiderCode } from '@crawlfleet/core';
+import { ConfigError, SpiderHookError, loadSpiderDefinition, pruneSpiderCache, splitSpiderModule, validateSpider, type LoadedSpiderModule, type SpiderCode } from '@crawlfleet/core';
 import { runPageHooks, type HookPage } from '@crawlfleet/extract';
 import { requestShape } from '@crawlfleet/fetch';
 import { decodeRequest, encodeRequest } from '@crawlfleet/frontier';
@@ -212,6 +212,17 @@ describe('spider modules', () => {
     }
     expect(module!.locate(thrown)).toBe('thrower.ts:7');
   });
+});
+
+test('the bundle cache loses bundles unused for a week, keeps the others', async () => {
+  const cache = mkdtempSync(join(tmpdir(), 'spider-cache-'));
+  const [old, recent, other] = ['a.ts-1.mjs', 'a.ts-2.mjs', 'notes.txt'].map((n) => join(cache, n));
+  for (const f of [old!, recent!, other!]) writeFileSync(f, '');
+  const eightDaysAgo = (Date.now() - 8 * 24 * 3600_000) / 1000;
+  utimesSync(old!, eightDaysAgo, eightDaysAgo);
+  utimesSync(other!, eightDaysAgo, eightDaysAgo);
+  expect(await pruneSpiderCache(cache)).toBe(1);
+  expect([existsSync(old!), existsSync(recent!), existsSync(other!)]).toEqual([false, true, true]);
 });
 
 test("a link's metadata survives the frontier", () => {

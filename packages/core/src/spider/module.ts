@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { SourceMap } from 'node:module';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
@@ -82,6 +82,24 @@ async function bundle(path: string): Promise<Bundle> {
   return { js, map: new SourceMap(JSON.parse(mapText) as never), hash: hash.digest('hex').slice(0, 16) };
 }
 
+/** Bundles not used for this long are deleted when a new one is written: each version of a spider leaves one. */
+export const SPIDER_CACHE_MAX_AGE_MS = 7 * 24 * 3600_000;
+
+/** Deletes the cache's bundles last touched before `maxAgeMs` ago; best effort (another worker may be at it too). */
+export async function pruneSpiderCache(cacheDir: string, maxAgeMs = SPIDER_CACHE_MAX_AGE_MS, now = Date.now()): Promise<number> {
+  let removed = 0;
+  for (const name of await readdir(cacheDir).catch(() => [] as string[])) {
+    if (!name.endsWith('.mjs')) continue;
+    const file = join(cacheDir, name);
+    const info = await stat(file).catch(() => undefined);
+    if (info && now - info.mtimeMs > maxAgeMs) {
+      await rm(file, { force: true });
+      removed++;
+    }
+  }
+  return removed;
+}
+
 /** Writes the bundle where Node can import it (once per content) and imports it. */
 async function importBundle(path: string, js: string): Promise<{ exported: unknown; file: string }> {
   const digest = createHash('sha256').update(js).digest('hex').slice(0, 16);
@@ -96,6 +114,7 @@ async function importBundle(path: string, js: string): Promise<{ exported: unkno
     const partial = `${file}.${process.pid}.tmp`;
     await writeFile(partial, js);
     await rename(partial, file);
+    await pruneSpiderCache(cacheDir);
   }
   const mod = (await import(pathToFileURL(file).href)) as { default?: unknown; spider?: unknown };
   return { exported: mod.default ?? mod.spider, file };
