@@ -82,6 +82,8 @@ describe('crawlfleet crawl: every stage in one process', () => {
         write: { waiting: 0, active: 0, delayed: 0, failed: 0 },
       },
       finishedAt: expect.any(String),
+      // every product without a SKU, with the field it lacks
+      invalidReasons: [{ reason: 'product: missing required field "sku"', count: truth.invalid }],
     });
 
     const status = await runCli(['status', '--crawl-id', 'cat-one', '--json'], { env });

@@ -89,6 +89,7 @@ describe('crawlfleet crawl of a JSON API with a declarative spider', () => {
         parse: { waiting: 0, active: 0, delayed: 0, failed: 0 },
         write: { waiting: 0, active: 0, delayed: 0, failed: 0 },
       },
+      invalidReasons: [{ reason: 'product: missing required field "price"', count: truth.invalid }],
     });
 
     const dead = JSON.parse((await runCli(['dead-letters', '--crawl-id', 'api-one', '--json'], { env })).stdout) as Record<string, unknown>[];

@@ -113,11 +113,12 @@ function toLink(value: unknown, page: HookPage): PageLink | undefined {
  * and the key check. A parse hook that throws fails the page (SpiderHookError); an item that fails
  * is dropped and counted invalid with the reason.
  */
-export async function runPageHooks(module: LoadedSpiderModule | undefined, page: HookPage, spider: Spider, rules: { items: ExtractedItem[]; links: string[]; invalid: number }): Promise<PageOutput> {
+export async function runPageHooks(module: LoadedSpiderModule | undefined, page: HookPage, spider: Spider, rules: { items: ExtractedItem[]; links: string[]; invalid: number; invalidReasons?: string[] }): Promise<PageOutput> {
   const ruleLinks: PageLink[] = rules.links.map((url) => ({ url, depth: page.depth + 1 }));
   const candidates: unknown[] = [...rules.items];
   const links: PageLink[] = [...ruleLinks];
   const reasons: string[] = [];
+  const ruleReasons = rules.invalidReasons ?? [];
   const code = module?.code;
   if (code?.parse) {
     const found = { items: [] as unknown[], links: [] as unknown[] };
@@ -140,14 +141,14 @@ export async function runPageHooks(module: LoadedSpiderModule | undefined, page:
     }
   }
   const items: ExtractedItem[] = [];
-  if (!code?.item && !code?.schemas && code?.parse === undefined) return { items: rules.items, links, invalid: rules.invalid, invalidReasons: [] };
+  if (!code?.item && !code?.schemas && code?.parse === undefined) return { items: rules.items, links, invalid: rules.invalid, invalidReasons: ruleReasons };
   const keys = itemKeyFields(spider);
   for (const candidate of candidates) {
     const checked = await checkItem(candidate as ExtractedItem, module!, page, spider, keys);
     if (typeof checked === 'string') reasons.push(checked.length > MAX_REASON ? `${checked.slice(0, MAX_REASON)}…` : checked);
     else items.push(checked);
   }
-  return { items, links, invalid: rules.invalid + reasons.length, invalidReasons: reasons };
+  return { items, links, invalid: rules.invalid + reasons.length, invalidReasons: [...ruleReasons, ...reasons] };
 }
 
 /** The item hook, the type's schema and the key field: the item to store, or why it is dropped. */

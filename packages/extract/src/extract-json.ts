@@ -2,7 +2,7 @@ import type { Spider } from '@crawlfleet/core';
 import { canonicalizeUrl, passesAllowDeny } from '@crawlfleet/frontier';
 import { compileRules, type CompiledField, type CompiledJsonFollowRule, type CompiledJsonItemRule } from './compile.js';
 import type { FieldValue } from './convert.js';
-import type { ExtractedItem, Extraction, PageMeta } from './extract.js';
+import { missingFieldReason, type ExtractedItem, type Extraction, type PageMeta } from './extract.js';
 import { evaluateJsonPath, type JsonValue } from './json-path.js';
 import { isMissing, textFieldValue } from './resolve.js';
 
@@ -42,11 +42,12 @@ function fieldOf(scope: unknown, field: CompiledField & { path: NonNullable<Comp
   return values;
 }
 
-function extractFields(scope: unknown, rule: CompiledJsonItemRule, pageUrl: string): ExtractedItem | undefined {
+/** The item's fields, or the name of the required field it lacks. */
+function extractFields(scope: unknown, rule: CompiledJsonItemRule, pageUrl: string): ExtractedItem | string {
   const item: ExtractedItem = {};
   for (const field of rule.fields) {
     const value = fieldOf(scope, field, pageUrl);
-    if (field.required && isMissing(value)) return undefined;
+    if (field.required && isMissing(value)) return field.name;
     item[field.name] = value;
   }
   return item;
@@ -78,13 +79,13 @@ function linksOf(doc: unknown, rule: CompiledJsonFollowRule, pageUrl: string, li
 export function extractJson(doc: unknown, pageUrl: string, spider: Spider, meta: PageMeta): Extraction {
   const rules = compileRules(spider);
   const items: ExtractedItem[] = [];
-  let invalid = 0;
+  const invalidReasons: string[] = [];
   for (const rule of rules.jsonItems) {
     if (rule.match && !rule.match.test(pageUrl)) continue;
     for (const scope of scopesOf(doc, rule)) {
       const fields = extractFields(scope, rule, pageUrl);
-      if (!fields) {
-        invalid++;
+      if (typeof fields === 'string') {
+        invalidReasons.push(missingFieldReason(rule.type, fields));
         continue;
       }
       items.push({ type: rule.type, url: pageUrl, ...fields, spider: spider.name, crawlId: meta.crawlId, fetchedAt: meta.fetchedAt });
@@ -92,5 +93,5 @@ export function extractJson(doc: unknown, pageUrl: string, spider: Spider, meta:
   }
   const links = new Set<string>();
   for (const rule of rules.jsonFollow) linksOf(doc, rule, pageUrl, links);
-  return { items, invalid, links: [...links] };
+  return { items, invalid: invalidReasons.length, ...(invalidReasons.length > 0 ? { invalidReasons } : {}), links: [...links] };
 }

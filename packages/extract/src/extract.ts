@@ -18,6 +18,8 @@ export interface Extraction {
   items: ExtractedItem[];
   /** items dropped for a missing required field */
   invalid: number;
+  /** why, one line per dropped item (`book: missing required field "upc"`); absent when none was */
+  invalidReasons?: string[];
   /** canonical URLs of the links the follow rules chose, in document order, unique */
   links: string[];
 }
@@ -45,7 +47,8 @@ function fieldValue($: Doc, el: AnyNode, field: CompiledField, base: string): Sc
   return textFieldValue(raw, field, base);
 }
 
-function extractFields($: Doc, scope: cheerio.Cheerio<AnyNode>, rule: CompiledItemRule, base: string): ExtractedItem | undefined {
+/** The item's fields, or the name of the required field it lacks. */
+function extractFields($: Doc, scope: cheerio.Cheerio<AnyNode>, rule: CompiledItemRule, base: string): ExtractedItem | string {
   const item: ExtractedItem = {};
   for (const field of rule.fields) {
     const found = scope.find(field.css!);
@@ -56,10 +59,15 @@ function extractFields($: Doc, scope: cheerio.Cheerio<AnyNode>, rule: CompiledIt
         .map((el) => fieldValue($, el, field, base))
         .filter((v) => v !== null);
     else value = found.length > 0 ? fieldValue($, found[0]!, field, base) : null;
-    if (field.required && isMissing(value)) return undefined;
+    if (field.required && isMissing(value)) return field.name;
     item[field.name] = value;
   }
   return item;
+}
+
+/** Pure: the line that says why an item was dropped for lacking a required field. */
+export function missingFieldReason(type: string, field: string): string {
+  return `${type}: missing required field "${field}"`;
 }
 
 /**
@@ -75,7 +83,7 @@ export function extractParsed($: Doc, pageUrl: string, spider: Spider, meta: Pag
   const rules = compileRules(spider);
   const base = baseUrlOf($, pageUrl);
   const items: ExtractedItem[] = [];
-  let invalid = 0;
+  const invalidReasons: string[] = [];
   for (const rule of rules.items) {
     if (rule.match && !rule.match.test(pageUrl)) continue;
     const scopes = rule.each
@@ -85,8 +93,8 @@ export function extractParsed($: Doc, pageUrl: string, spider: Spider, meta: Pag
       : [$.root()];
     for (const scope of scopes) {
       const fields = extractFields($, scope, rule, base);
-      if (!fields) {
-        invalid++;
+      if (typeof fields === 'string') {
+        invalidReasons.push(missingFieldReason(rule.type, fields));
         continue;
       }
       items.push({ type: rule.type, url: pageUrl, ...fields, spider: spider.name, crawlId: meta.crawlId, fetchedAt: meta.fetchedAt });
@@ -101,5 +109,5 @@ export function extractParsed($: Doc, pageUrl: string, spider: Spider, meta: Pag
       if (url && passesAllowDeny(url, rule.allow, rule.deny)) links.add(url);
     });
   }
-  return { items, invalid, links: [...links] };
+  return { items, invalid: invalidReasons.length, ...(invalidReasons.length > 0 ? { invalidReasons } : {}), links: [...links] };
 }
