@@ -113,7 +113,12 @@ function toLink(value: unknown, page: HookPage): PageLink | undefined {
  * and the key check. A parse hook that throws fails the page (SpiderHookError); an item that fails
  * is dropped and counted invalid with the reason.
  */
-export async function runPageHooks(module: LoadedSpiderModule | undefined, page: HookPage, spider: Spider, rules: { items: ExtractedItem[]; links: string[]; invalid: number; invalidReasons?: string[] }): Promise<PageOutput> {
+export async function runPageHooks(
+  module: LoadedSpiderModule | undefined,
+  page: HookPage,
+  spider: Spider,
+  rules: { items: ExtractedItem[]; links: string[]; invalid: number; invalidReasons?: string[] },
+): Promise<PageOutput> {
   const ruleLinks: PageLink[] = rules.links.map((url) => ({ url, depth: page.depth + 1 }));
   const candidates: unknown[] = [...rules.items];
   const links: PageLink[] = [...ruleLinks];
