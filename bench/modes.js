@@ -63,10 +63,23 @@ async function dropPrefix(redis, prefix) {
   } while (cursor !== '0');
 }
 
-async function fleet1p(site, ctx) {
+/**
+ * The site's spider as a code spider: the same settings, plus a parse hook that reads the page (its
+ * title) and an item hook that returns each item. They add nothing, so the items are the JSON
+ * spider's; what the run costs beyond fleet-1p is the hook path (module load, hooks, item checks).
+ */
+function writeCodeSpider(site, path) {
+  writeFileSync(
+    path,
+    `import { defineSpider } from '@crawlfleet/sdk';\nexport default defineSpider({ ...${JSON.stringify(site.spider)}, *parse(page) { page.$('title').text(); }, item(item) { return item; } });\n`,
+  );
+}
+
+async function fleet1p(site, ctx, code = false) {
   const prefix = `bench-${process.pid}-${++runNumber}`;
-  const spider = join(ctx.dir, `spider-${prefix}.json`);
-  writeFileSync(spider, JSON.stringify(site.spider));
+  const spider = join(ctx.dir, `spider-${prefix}.${code ? 'mjs' : 'json'}`);
+  if (code) writeCodeSpider(site, spider);
+  else writeFileSync(spider, JSON.stringify(site.spider));
   const before = await snapshot(ctx.redis);
   const started = performance.now();
   const env = fleetEnv(ctx, prefix);
@@ -146,7 +159,8 @@ async function fleetNp(site, ctx, mix, mongo) {
 export const MODES = {
   bare: (site, ctx) => baseline('bare', site, ctx),
   crawlee: (site, ctx) => baseline('crawlee', site, ctx),
-  'fleet-1p': fleet1p,
+  'fleet-1p': (site, ctx) => fleet1p(site, ctx, false),
+  'fleet-1p-code': (site, ctx) => fleet1p(site, ctx, true),
   'fleet-np': (site, ctx) => fleetNp(site, ctx, ctx.npMix, false),
   'fleet-np-mongo': (site, ctx) => fleetNp(site, ctx, ctx.npMix, true),
 };
