@@ -14,7 +14,7 @@ function spiderCopy(source: string, siteUrl: string, dir: string, name = source.
   return path;
 }
 
-async function deadLetters(prefix: string, crawlId: string): Promise<Array<{ url: string; stage: string; code: string; reason: string }>> {
+async function deadLetters(prefix: string, crawlId: string): Promise<Array<{ url: string; stage: string; code: string; reason: string; data?: Record<string, unknown> }>> {
   const redis = new Redis(REDIS_URL);
   try {
     return Object.values(await redis.hgetall(new Keys(prefix).crawl(crawlId).dead)).map((j) => JSON.parse(j));
@@ -209,6 +209,8 @@ describe('code spiders', () => {
       expect(dead).toHaveLength(21);
       for (const d of dead) {
         expect(d).toMatchObject({ stage: 'parse', code: 'ERR_SPIDER_VERSION' });
+        // enough to replay it, without the page's body or its response headers
+        expect(Object.keys(d.data ?? {}).sort()).toEqual(['contentType', 'crawlId', 'depth', 'fetchedAt', 'finalUrl', 'status', 'url']);
         expect(d.reason).toMatch(
           new RegExp(`^cannot load|spider module ${spider.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on this worker has hash [0-9a-f]{16}, but the crawl was seeded with ${seededHash}`),
         );

@@ -38,6 +38,16 @@ export interface DeadLetter {
   data?: unknown;
 }
 
+/**
+ * Pure: what a dead letter keeps of its job's payload: enough to replay it. A parse job's body is
+ * left out (it is large, and replay fetches the page again), and so are its response headers (a
+ * site's Set-Cookie has no business in a record that `dead-letters --json` prints).
+ */
+export function deadLetterData(stage: Stage, data: unknown): unknown {
+  if (stage !== 'parse' || typeof data !== 'object' || data === null) return data;
+  return { ...data, body: undefined, headers: undefined };
+}
+
 export type FinishOutcome = 'already' | 'finished' | 'crawl-done';
 
 /** Returns 'already' when the job had finished before (its effects are not applied twice). */

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Logger, type Queues, type Stage } from '@crawlfleet/core';
 import { decodeRequest } from '@crawlfleet/frontier';
-import { finishJob, type DeadLetter } from './lifecycle.js';
+import { deadLetterData, finishJob, type DeadLetter } from './lifecycle.js';
 import { fetchJobData, fetchJobOptions } from './fetch-jobs.js';
 import type { CrawlRecord } from './registry.js';
 
@@ -213,7 +213,7 @@ export async function deadLetterFailed(
     code,
     attempts: job?.attemptsMade ?? 0,
     at: new Date().toISOString(),
-    ...(job ? { data: stage === 'parse' ? { ...job.data, body: undefined } : job.data } : {}),
+    ...(job ? { data: deadLetterData(stage, job.data) } : {}),
   };
   return finishJob(redis, keys, crawlId, stage, id, { counters: { failed: 1 }, dead });
 }

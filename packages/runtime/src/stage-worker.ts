@@ -2,6 +2,7 @@ import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import { JOB_HISTORY, NonRetryableError, RetryableError, errorMessage, fingerprintOfJob, retryDelay, validateJob, type JobByStage, type LoadedSpiderModule, type Stage } from '@crawlfleet/core';
 import {
   STAGE_DONE_STATE,
+  deadLetterData,
   beginJob,
   classifyFinalFailure,
   deadLetterFailed,
@@ -158,7 +159,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
           code,
           attempts: job.attemptsMade + 1,
           at: new Date().toISOString(),
-          data: stage === 'parse' ? { ...data, body: undefined } : data,
+          data: deadLetterData(stage, data),
         },
       });
       if (finished !== 'already') {
