@@ -134,6 +134,70 @@ describe('runPageHooks: a code spider over one page', () => {
     expect(err).toMatchObject({ code: 'ERR_SPIDER_HOOK', message: 'parse hook threw at unit.ts:7: did not finish within 150 ms (limits.timeoutMs)' });
   });
 
+  test('a schema that throws or refines asynchronously, an item changed in place, and read-only rule results', async () => {
+    const out = await runPageHooks(
+      moduleOf({
+        parse: () => [
+          { type: 'product', sku: 'async-ok', price: 5 },
+          { type: 'product', sku: 'async-bad', price: -1 },
+          { type: 'product', sku: 'boom', price: 1 },
+          { type: 'product', sku: 'retyped', price: 1 },
+        ],
+        item: (item: Record<string, unknown>) => {
+          if (item.sku === 'retyped') item.type = '';
+        },
+        schemas: {
+          product: z
+            .looseObject({ price: z.number() })
+            .refine(async (p) => (p.price as number) > 0, 'price must be positive')
+            .transform((p) => {
+              if (p.sku === 'boom') throw new Error('transform failed');
+              return p;
+            }),
+        },
+      } as unknown as SpiderCode),
+      page('<p>x</p>'),
+      spider,
+      { items: [], links: [], invalid: 0 },
+    );
+    expect(out.items.map((i) => i.sku)).toEqual(['async-ok']);
+    expect(out.invalidReasons).toEqual([
+      'product: (item): price must be positive',
+      'product: schema hook: transform failed (unit.ts:7)',
+      'product: the item hook returned something that is not an item with a valid "type"',
+    ]);
+    const pushes = moduleOf({
+      parse: (_p: unknown, ctx: { rules: { items: unknown[] } }) => {
+        ctx.rules.items.push({ type: 'product', sku: 'x' });
+      },
+    } as unknown as SpiderCode);
+    await expect(runPageHooks(pushes, page('<p>x</p>'), spider, { items: [], links: [], invalid: 0 })).rejects.toMatchObject({ code: 'ERR_SPIDER_HOOK' });
+  });
+
+  test('link metadata must be small JSON; a generator past the deadline stops', async () => {
+    const big = moduleOf({ parse: () => [follow('/a', { meta: { blob: 'x'.repeat(5000) } })] } as unknown as SpiderCode);
+    await expect(runPageHooks(big, page('<p>x</p>'), spider, { items: [], links: [], invalid: 0 })).rejects.toMatchObject({
+      code: 'ERR_SPIDER_HOOK',
+      message: expect.stringContaining('meta is 5011 bytes of JSON; at most 4096'),
+    });
+    let yielded = 0;
+    const endless = moduleOf({
+      async *parse() {
+        for (;;) {
+          await new Promise((r) => setTimeout(r, 5));
+          yielded++;
+          yield { type: 'product', sku: String(yielded) };
+        }
+      },
+    } as unknown as SpiderCode);
+    const quick = validateSpider({ name: 'unit', startUrls: ['http://127.0.0.1:8080/'], limits: { timeoutMs: 100 } });
+    await expect(runPageHooks(endless, page('<p>x</p>'), quick, { items: [], links: [], invalid: 0 })).rejects.toMatchObject({ code: 'ERR_SPIDER_HOOK' });
+    await new Promise((r) => setTimeout(r, 50));
+    const after = yielded;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(yielded).toBe(after);
+  });
+
   test("without a module the rules' results pass through unchanged", async () => {
     const rules = { items: [{ type: 'rule', url: 'u', ...stamp }], links: ['http://127.0.0.1:8080/a'], invalid: 2 };
     expect(await runPageHooks(undefined, page(''), spider, rules)).toEqual({ items: rules.items, links: [{ url: 'http://127.0.0.1:8080/a', depth: 3 }], invalid: 2, invalidReasons: [] });
@@ -152,6 +216,7 @@ describe('requestShape: what a request hook returned, as a request', () => {
     expect(() => requestShape({ header: {} })).toThrow('unknown key(s) "header"');
     expect(() => requestShape({ method: 'FETCH' })).toThrow('method must be one of');
     expect(() => requestShape({ body: 'x' })).toThrow('a GET request has no body');
+    expect(() => requestShape({ method: 'HEAD' })).toThrow('method must be one of GET, POST, PUT, PATCH, DELETE');
     expect(() => requestShape({ headers: { Host: 'evil' } })).toThrow('header "Host" is set by the fetcher');
     expect(() => requestShape({ headers: { a: 1 } })).toThrow('header "a" must be a string');
     expect(() => requestShape('x')).toThrow('must return an object');

@@ -6,7 +6,7 @@ const crawlId = z.string().regex(CRAWL_ID_PATTERN, 'not a valid crawl id');
 
 /** The longest link metadata a code spider may attach: it travels in the frontier and in two jobs. */
 export const MAX_LINK_META_BYTES = 4096;
-const linkMeta = z.record(z.string(), z.unknown()).refine((m) => JSON.stringify(m).length <= MAX_LINK_META_BYTES, `at most ${MAX_LINK_META_BYTES} bytes of JSON`);
+const linkMeta = z.record(z.string(), z.unknown()).refine((m) => Buffer.byteLength(JSON.stringify(m)) <= MAX_LINK_META_BYTES, `at most ${MAX_LINK_META_BYTES} bytes of JSON`);
 
 export const fetchJobSchema = z.strictObject({
   crawlId,

@@ -175,7 +175,7 @@ async function rebuild(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRec
         code: 'ERR_JOB_LOST',
         attempts: 0,
         at: new Date().toISOString(),
-        ...(request ? { data: { crawlId: crawl.crawlId, url: request.url, depth: request.depth } } : {}),
+        ...(request ? { data: fetchJobData(crawl.crawlId, request) } : {}),
       },
     });
     await redis.hdel(k.suspects, id);

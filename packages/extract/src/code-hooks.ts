@@ -1,5 +1,5 @@
 import * as cheerio from 'cheerio';
-import { FOLLOW_MARK, SpiderHookError, hookFailure, itemKeyFields, withinHookDeadline, type LoadedSpiderModule, type Spider } from '@crawlfleet/core';
+import { FOLLOW_MARK, MAX_LINK_META_BYTES, SpiderHookError, hookFailure, itemKeyFields, withinHookDeadline, type ItemSchema, type LoadedSpiderModule, type Spider } from '@crawlfleet/core';
 import { canonicalizeUrl } from '@crawlfleet/frontier';
 import type { CrawlContext, FollowRequest, Item, Page } from '@crawlfleet/sdk';
 import type { ExtractedItem } from './extract.js';
@@ -48,13 +48,26 @@ function isFollow(value: unknown): value is FollowRequest {
   return isObject(value) && (value as Record<PropertyKey, unknown>)[FOLLOW_MARK] === true;
 }
 
-/** Sorts what a parse hook returned or yielded into items and links. */
-async function collect(result: unknown, out: { items: unknown[]; links: unknown[] }): Promise<void> {
+/** The most a parse hook may give for one page, items and links together: past it the hook has run away. */
+export const MAX_HOOK_OUTPUTS_PER_PAGE = 100_000;
+
+/**
+ * Sorts what a parse hook returned or yielded into items and links. `stop.stopped` ends a generator
+ * (its `return` runs) once the page's deadline has passed, so it does not go on in the background.
+ */
+async function collect(result: unknown, out: { items: unknown[]; links: unknown[] }, stop: { stopped: boolean }): Promise<void> {
   const value = await result;
   if (value === undefined || value === null) return;
-  const push = (v: unknown) => (typeof v === 'string' || isFollow(v) ? out.links : out.items).push(v);
+  let count = 0;
+  const push = (v: unknown) => {
+    if (++count > MAX_HOOK_OUTPUTS_PER_PAGE) throw new Error(`gave more than ${MAX_HOOK_OUTPUTS_PER_PAGE} items and links for one page`);
+    (typeof v === 'string' || isFollow(v) ? out.links : out.items).push(v);
+  };
   if (typeof (value as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function') {
-    for await (const v of value as AsyncIterable<unknown>) push(v);
+    for await (const v of value as AsyncIterable<unknown>) {
+      if (stop.stopped) break;
+      push(v);
+    }
   } else if (typeof value !== 'string' && typeof (value as Iterable<unknown>)[Symbol.iterator] === 'function') {
     for (const v of value as Iterable<unknown>) push(v);
   } else if (isObject(value) && ('items' in value || 'links' in value)) {
@@ -104,7 +117,11 @@ function toLink(value: unknown, page: HookPage): PageLink | undefined {
   const url = canonicalizeUrl(follow.url.trim(), page.url);
   if (!url) return undefined;
   const depth = typeof follow.depth === 'number' && Number.isInteger(follow.depth) && follow.depth >= 0 ? follow.depth : page.depth + 1;
-  return { url, depth, ...(isObject(follow.meta) && Object.keys(follow.meta).length > 0 ? { meta: follow.meta } : {}) };
+  if (!isObject(follow.meta) || Object.keys(follow.meta).length === 0) return { url, depth };
+  // The metadata travels as JSON in the frontier and two jobs: it must be JSON, and small.
+  const json = JSON.stringify(follow.meta);
+  if (Buffer.byteLength(json) > MAX_LINK_META_BYTES) throw new Error(`follow(${JSON.stringify(follow.url)}): meta is ${Buffer.byteLength(json)} bytes of JSON; at most ${MAX_LINK_META_BYTES}`);
+  return { url, depth, meta: JSON.parse(json) as Record<string, unknown> };
 }
 
 /**
@@ -128,14 +145,22 @@ export async function runPageHooks(
   if (code?.parse) {
     const found = { items: [] as unknown[], links: [] as unknown[] };
     try {
-      const ctx = { ...hookContext(page, spider), rules: { items: rules.items as Item[], links: rules.links } };
-      await withinHookDeadline(collect(code.parse(sdkPage(page) as never, ctx as never), found), spider.limits.timeoutMs);
+      // Read-only copies: the hook adds items and links by returning or yielding them, and changes a
+      // rule's items in the item hook, where every item is checked again.
+      const ruleItems = Object.freeze(rules.items.map((item) => Object.freeze({ ...item })));
+      const ctx = { ...hookContext(page, spider), rules: Object.freeze({ items: ruleItems as unknown as Item[], links: Object.freeze([...rules.links]) as string[] }) };
+      const stop = { stopped: false };
+      try {
+        await withinHookDeadline(collect(code.parse(sdkPage(page) as never, ctx as never), found, stop), spider.limits.timeoutMs);
+      } finally {
+        stop.stopped = true;
+      }
+      for (const value of found.links) {
+        const link = toLink(value, page);
+        if (link) links.push(link);
+      }
     } catch (err) {
       throw new SpiderHookError('parse', err, module!.locate(err));
-    }
-    for (const value of found.links) {
-      const link = toLink(value, page);
-      if (link) links.push(link);
     }
     for (const value of found.items) {
       if (!isObject(value) || typeof value.type !== 'string' || !ITEM_TYPE.test(value.type)) {
@@ -169,15 +194,22 @@ async function checkItem(candidate: ExtractedItem, module: LoadedSpiderModule, p
       return `${type}: ${hookFailure('item', err, module.locate(err))}`;
     }
     if (result === null || result === false) return `${type}: dropped by the item hook`;
-    if (result !== undefined) {
-      if (!isObject(result) || typeof result.type !== 'string' || !ITEM_TYPE.test(result.type)) return `${type}: the item hook returned something that is not an item with a valid "type"`;
-      item = stamp(result, page, spider);
-    }
+    // A returned item, or the same one changed in place: either way its type is checked and the fleet's fields set again.
+    const returned = result === undefined ? item : result;
+    if (!isObject(returned) || typeof returned.type !== 'string' || !ITEM_TYPE.test(returned.type)) return `${type}: the item hook returned something that is not an item with a valid "type"`;
+    item = stamp(returned, page, spider);
   }
   const itemType = item.type as string;
   const schema = code.schemas?.[itemType];
   if (schema) {
-    const checked = schema.safeParse(item);
+    let checked: Awaited<ReturnType<ItemSchema['safeParse']>>;
+    try {
+      // safeParseAsync where the schema has it: a zod schema with an async refinement throws in safeParse
+      const parse = (schema as { safeParseAsync?: ItemSchema['safeParse'] }).safeParseAsync ?? schema.safeParse;
+      checked = await withinHookDeadline(Promise.resolve(parse.call(schema, item)), spider.limits.timeoutMs);
+    } catch (err) {
+      return `${itemType}: ${hookFailure('schema', err, module.locate(err))}`;
+    }
     if (!checked.success) {
       const problems = checked.error.issues.map((i) => `${i.path.length > 0 ? i.path.map(String).join('.') : '(item)'}: ${i.message}`);
       return `${itemType}: ${problems.join('; ')}`;

@@ -46,7 +46,7 @@ export interface FetchOptions {
 
 /** What a request hook changes in one request (see request-hook.ts). */
 export interface HttpRequestShape {
-  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'HEAD';
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   headers: Record<string, string>;
   body?: string;
 }

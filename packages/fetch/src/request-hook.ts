@@ -1,7 +1,8 @@
 import { SpiderHookError, withinHookDeadline, type LoadedSpiderModule, type Spider } from '@crawlfleet/core';
 import type { HttpRequestShape } from './http-client.js';
 
-const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']);
+// No HEAD: its empty body would be classified as a block page.
+const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 /** got sets these from the request itself; a hook that sets them would corrupt it */
 const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection']);
 
@@ -39,7 +40,7 @@ export function requestShape(returned: unknown): HttpRequestShape | undefined {
     out['content-type'] ??= 'application/json';
   }
   const verb = method.toUpperCase() as HttpRequestShape['method'];
-  if (text !== undefined && (verb === 'GET' || verb === 'HEAD')) throw new Error(`request hook: a ${verb} request has no body; use method POST`);
+  if (text !== undefined && verb === 'GET') throw new Error('request hook: a GET request has no body; use method POST');
   return { method: verb, headers: out, ...(text !== undefined ? { body: text } : {}) };
 }
 

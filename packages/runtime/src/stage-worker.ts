@@ -87,7 +87,15 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       if (crawlId) {
         const finished = await finishJob(redis, keys, crawlId, stage, id, {
           counters: { failed: 1 },
-          dead: { url: String(job.data?.url ?? ''), stage, reason: checked.reason, code: 'ERR_INVALID_JOB', attempts: job.attemptsMade + 1, at: new Date().toISOString(), data: job.data },
+          dead: {
+            url: String(job.data?.url ?? ''),
+            stage,
+            reason: checked.reason,
+            code: 'ERR_INVALID_JOB',
+            attempts: job.attemptsMade + 1,
+            at: new Date().toISOString(),
+            data: deadLetterData(stage, job.data),
+          },
         });
         if (finished !== 'already') metrics.count({ failed: 1 });
       }

@@ -69,7 +69,7 @@ export interface CrawlContext {
 }
 
 export interface ParseContext extends CrawlContext {
-  /** what the declarative rules found on this page: parse hooks add to these */
+  /** what the declarative rules found on this page, read-only: a parse hook returns or yields what it adds, and the item hook changes items */
   rules: { items: Item[]; links: string[] };
 }
 
@@ -105,7 +105,7 @@ export type ParseResult = void | ParseOutput | Iterable<ParseYield> | AsyncItera
 
 /** What a request hook may add to one request. */
 export interface RequestOptions {
-  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'HEAD';
+  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   headers?: Record<string, string>;
   cookies?: Record<string, string>;
   /** a string is sent as it is; an object as JSON (with `content-type: application/json`) */

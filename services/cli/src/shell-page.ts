@@ -41,7 +41,12 @@ export interface ShellPage {
 export async function shellPage(url: string, spider: Spider, options: ShellOptions): Promise<ShellPage> {
   const crawlId = 'shell';
   const request = await runRequestHook(options.module, url, { crawlId, spider, depth: 0, meta: {} });
-  const page = await fetchPage(url, spider, { userAgent: options.userAgent, ...(options.lookup ? { lookup: options.lookup } : {}), ...(request ? { request } : {}) });
+  const page = await fetchPage(url, spider, {
+    userAgent: options.userAgent,
+    ...(options.lookup ? { lookup: options.lookup } : {}),
+    // A request hook's headers (an API key, a cookie) never follow a redirect to another origin, as in the fleet.
+    ...(request ? { request, followRedirect: (from: URL, to: URL) => from.origin === to.origin } : {}),
+  });
   const verdict = classifyResponse(page, spider);
   const result: ShellPage = {
     url,

@@ -95,10 +95,18 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         if (!target) throw new GiveUpError('ERR_HTTP_STATUS', `HTTP ${page.status} to ${verdict.location}, which is not an http(s) URL`, done, { url: data.url });
         const verdictForTarget = scopeVerdict(target, data.depth, spider, allowedHosts(spider));
         ctx.metrics.count(
-          await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects }], {
-            referer: data.url,
-            take: frontierTake(ctx.env.frontierWindow),
-          }),
+          await admitAndEnqueue(
+            ctx.redis,
+            ctx.keys,
+            ctx.queues,
+            data.crawlId,
+            spider,
+            [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects, ...(data.meta ? { meta: data.meta } : {}) }],
+            {
+              referer: data.url,
+              take: frontierTake(ctx.env.frontierWindow),
+            },
+          ),
         );
         ctx.log.debug({ url: data.url, status: page.status, location: target, scope: verdictForTarget }, 'redirect to another origin: its target is a new URL of the crawl');
         return { ...done, counters: { redirected: 1 } };

@@ -1,10 +1,10 @@
-import { createHash } from 'node:crypto';
-import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { createHash, randomUUID } from 'node:crypto';
+import { lstat, mkdir, readFile, readdir, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { SourceMap } from 'node:module';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join, relative, resolve, sep } from 'node:path';
+import { basename, dirname, extname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { BuildResult } from 'esbuild';
+import type { BuildResult, Loader, Plugin } from 'esbuild';
 import { ConfigError, NonRetryableError, errorMessage } from '../errors.js';
 import { CODE_KEYS, type CodeKey, type SpiderCode, type SpiderModuleRef } from './code.js';
 import { validateSpider } from './load.js';
@@ -40,7 +40,21 @@ interface Bundle {
 async function bundle(path: string): Promise<Bundle> {
   const esbuild = await import('esbuild');
   const dir = dirname(path);
-  let result: BuildResult<{ write: false; metafile: true }>;
+  // The spider's own files, as esbuild compiled them: the hash covers the very bytes in the bundle,
+  // so a file edited while a worker compiles cannot give old code the new hash.
+  const own = new Map<string, Buffer>();
+  const hashOwnFiles: Plugin = {
+    name: 'crawlfleet-own-files',
+    setup(build) {
+      build.onLoad({ filter: /\.(m|c)?(t|j)sx?$|\.json$/ }, async (args) => {
+        if (args.namespace !== 'file' || isPackageFile(args.path)) return undefined;
+        const contents = await readFile(args.path);
+        own.set(args.path, contents);
+        return { contents, loader: loaderFor(args.path) };
+      });
+    },
+  };
+  let result: BuildResult<{ write: false }>;
   try {
     result = await esbuild.build({
       entryPoints: [path],
@@ -50,7 +64,7 @@ async function bundle(path: string): Promise<Bundle> {
       format: 'esm',
       target: 'node20',
       write: false,
-      metafile: true,
+      plugins: [hashOwnFiles],
       sourcemap: 'external',
       sourcesContent: false,
       // never written: it only makes the source map's paths relative to the spider's folder
@@ -68,18 +82,24 @@ async function bundle(path: string): Promise<Bundle> {
   }
   const js = result.outputFiles.find((f) => f.path.endsWith('.mjs'))!.text;
   const mapText = result.outputFiles.find((f) => f.path.endsWith('.map'))!.text;
-  const own = Object.keys(result.metafile.inputs)
-    .map((input) => resolve(dir, input))
-    .filter((file) => !file.split(sep).includes('node_modules') && !file.startsWith(OWN_PACKAGES))
-    .sort();
+  if (own.size === 0)
+    throw new ConfigError(`${path}: no source file of the spider's own was compiled (a spider inside crawlfleet's packages/ or a node_modules folder cannot be versioned)`, { file: path });
   const hash = createHash('sha256');
-  for (const file of own)
-    hash
-      .update(relative(dir, file))
-      .update('\0')
-      .update(await readFile(file))
-      .update('\0');
+  for (const file of [...own.keys()].sort()) hash.update(relative(dir, file)).update('\0').update(own.get(file)!).update('\0');
   return { js, map: new SourceMap(JSON.parse(mapText) as never), hash: hash.digest('hex').slice(0, 16) };
+}
+
+/** A package's file (crawlfleet's own or under node_modules): compiled into the bundle, not hashed. */
+function isPackageFile(file: string): boolean {
+  return file.split(sep).includes('node_modules') || file.startsWith(OWN_PACKAGES);
+}
+
+function loaderFor(file: string): Loader {
+  const ext = extname(file).toLowerCase();
+  if (ext === '.json') return 'json';
+  if (ext.endsWith('tsx')) return 'tsx';
+  if (ext.endsWith('jsx')) return 'jsx';
+  return ext.includes('t') && ext !== '.mjs' && ext !== '.cjs' ? 'ts' : 'js';
 }
 
 /** Bundles not used for this long are deleted when a new one is written: each version of a spider leaves one. */
@@ -89,7 +109,7 @@ export const SPIDER_CACHE_MAX_AGE_MS = 7 * 24 * 3600_000;
 export async function pruneSpiderCache(cacheDir: string, maxAgeMs = SPIDER_CACHE_MAX_AGE_MS, now = Date.now()): Promise<number> {
   let removed = 0;
   for (const name of await readdir(cacheDir).catch(() => [] as string[])) {
-    if (!name.endsWith('.mjs')) continue;
+    if (!name.endsWith('.mjs') && !name.endsWith('.tmp')) continue;
     const file = join(cacheDir, name);
     const info = await stat(file).catch(() => undefined);
     if (info && now - info.mtimeMs > maxAgeMs) {
@@ -100,24 +120,48 @@ export async function pruneSpiderCache(cacheDir: string, maxAgeMs = SPIDER_CACHE
   return removed;
 }
 
-/** Writes the bundle where Node can import it (once per content) and imports it. */
-async function importBundle(path: string, js: string): Promise<{ exported: unknown; file: string }> {
+/**
+ * The folder bundles are written to: CRAWLFLEET_SPIDER_CACHE, else one of this user's own in the
+ * temporary folder, private (0700) and checked to be theirs, since whatever is in it gets imported.
+ */
+async function spiderCacheDir(): Promise<string> {
+  if (process.env.CRAWLFLEET_SPIDER_CACHE) return process.env.CRAWLFLEET_SPIDER_CACHE;
+  const uid = process.getuid?.() ?? 0;
+  const dir = join(tmpdir(), `crawlfleet-spiders-${uid}`);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const info = await lstat(dir);
+  if (!info.isDirectory() || info.uid !== uid || (info.mode & 0o022) !== 0) {
+    throw new Error(`${dir} is not a private folder of this user; set CRAWLFLEET_SPIDER_CACHE to one`);
+  }
+  return dir;
+}
+
+let imports = 0;
+
+/**
+ * Writes the bundle where Node can import it (once per content) and imports it. Each import has a
+ * URL of its own, so a module that failed while loading is loaded afresh next time (Node keeps a
+ * failed import's error under its URL).
+ */
+async function importBundle(path: string, js: string): Promise<{ exported: unknown; url: string }> {
   const digest = createHash('sha256').update(js).digest('hex').slice(0, 16);
-  const cacheDir = join(process.env.CRAWLFLEET_SPIDER_CACHE ?? join(tmpdir(), 'crawlfleet-spiders'));
+  const cacheDir = await spiderCacheDir();
   const file = join(cacheDir, `${basename(path).replace(/[^A-Za-z0-9_.-]/g, '_')}-${digest}.mjs`);
-  const exists = await stat(file).then(
-    () => true,
-    () => false,
-  );
-  if (!exists) {
+  const current = await readFile(file, 'utf8').catch(() => undefined);
+  if (current === js) {
+    // in use: the prune of old bundles goes by this time
+    const now = new Date();
+    await utimes(file, now, now).catch(() => undefined);
+  } else {
     await mkdir(cacheDir, { recursive: true });
-    const partial = `${file}.${process.pid}.tmp`;
+    const partial = `${file}.${randomUUID()}.tmp`;
     await writeFile(partial, js);
     await rename(partial, file);
     await pruneSpiderCache(cacheDir);
   }
-  const mod = (await import(pathToFileURL(file).href)) as { default?: unknown; spider?: unknown };
-  return { exported: mod.default ?? mod.spider, file };
+  const url = `${pathToFileURL(file).href}?load=${++imports}`;
+  const mod = (await import(url)) as { default?: unknown; spider?: unknown };
+  return { exported: mod.default ?? mod.spider, url };
 }
 
 /** Pure: the settings and the code of a module's export; a wrong shape names the file and key. */
@@ -156,14 +200,16 @@ export function splitSpiderModule(exported: unknown, file: string): { spider: Sp
   return { spider: spider!, code: code as SpiderCode };
 }
 
-/** Pure: the first frame of `stack` inside `bundleFile`, as a place in the spider's own source. */
-export function locateInSource(stack: string, bundleFile: string, map: SourceMap): string | undefined {
-  const url = pathToFileURL(bundleFile).href;
+/** Pure: the first frame of `stack` in the bundle imported from `bundleUrl`, as a place in the spider's own source. */
+export function locateInSource(stack: string, bundleUrl: string, map: SourceMap): string | undefined {
   let fallback: string | undefined;
+  // A frame names the module by its URL (query included or not, by runtime) or by its path.
+  const fileUrl = bundleUrl.split('?')[0]!;
+  const names = [fileUrl, fileURLToPath(fileUrl)];
   for (const line of stack.split('\n')) {
-    const at = line.indexOf(url) >= 0 ? line.indexOf(url) + url.length : line.indexOf(bundleFile) >= 0 ? line.indexOf(bundleFile) + bundleFile.length : -1;
-    if (at < 0) continue;
-    const m = /^:(\d+):(\d+)/.exec(line.slice(at));
+    const name = names.find((n) => line.includes(n));
+    if (name === undefined) continue;
+    const m = /^(?:\?[^:\s]*)?:(\d+):(\d+)/.exec(line.slice(line.indexOf(name) + name.length));
     if (!m) continue;
     const entry = map.findEntry(Number(m[1]) - 1, Number(m[2]) - 1) as { originalSource?: string; originalLine?: number; originalColumn?: number };
     if (entry.originalSource === undefined || entry.originalLine === undefined) continue;
@@ -185,7 +231,7 @@ export async function loadSpiderModule(file: string): Promise<LoadedSpiderModule
   );
   if (!exists) throw new ConfigError(`${file}: cannot read spider file: no such file`, { file });
   const built = await bundle(path);
-  let imported: { exported: unknown; file: string };
+  let imported: { exported: unknown; url: string };
   try {
     imported = await importBundle(path, built.js);
   } catch (err) {
@@ -196,7 +242,7 @@ export async function loadSpiderModule(file: string): Promise<LoadedSpiderModule
     ref: { path, hash: built.hash },
     spider,
     code,
-    locate: (err) => (err instanceof Error && err.stack ? locateInSource(err.stack, imported.file, built.map) : undefined),
+    locate: (err) => (err instanceof Error && err.stack ? locateInSource(err.stack, imported.url, built.map) : undefined),
   };
 }
 
