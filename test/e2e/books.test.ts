@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BOOKS_ARCHIVE, serveFolder, unpack } from '../fixtures/static-site.mjs';
-import { booksTruth } from '../helpers/books-truth.js';
-import { ROOT, comparable, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { booksTruth, expectBooksItems } from '../helpers/books-truth.js';
+import { ROOT, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
 
 describe('the real books.toscrape.com pages', () => {
   test('980 listing items and 200 book items, exactly; the 404s are failed with their reason and the crawl is done', async () => {
@@ -23,20 +23,7 @@ describe('the real books.toscrape.com pages', () => {
       expect(truth.listings).toHaveLength(980);
       expect(truth.details).toHaveLength(200);
       const items = readJsonl(out);
-      const listingFields = ['type', 'link', 'title', 'price', 'rating'];
-      const bookFields = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating'];
-      expect(
-        comparable(
-          items.filter((i) => i.type === 'listing'),
-          listingFields,
-        ),
-      ).toEqual(comparable(truth.listings, listingFields));
-      expect(
-        comparable(
-          items.filter((i) => i.type === 'book'),
-          bookFields,
-        ),
-      ).toEqual(comparable(truth.details, bookFields));
+      expectBooksItems(items, truth);
       // A title with a double quote sits in a single-quoted attribute; it must come through whole.
       expect(items.some((i) => typeof i.title === 'string' && i.title.includes('"'))).toBe(true);
 

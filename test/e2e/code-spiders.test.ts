@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
 import { BOOKS_ARCHIVE, serveFolder, unpack } from '../fixtures/static-site.mjs';
 import { API_KEY, SESSION, record, startMembersSite } from '../fixtures/members-site.mjs';
-import { booksTruth } from '../helpers/books-truth.js';
+import { booksTruth, expectBooksItems } from '../helpers/books-truth.js';
 import { REDIS_URL, ROOT, comparable, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix } from '../helpers/cli.js';
 
 /** A spider module copied out of the repository (no node_modules beside it), its site's URL filled in. */
@@ -45,21 +45,7 @@ describe('code spiders', () => {
 
       const truth = booksTruth(root, site.url);
       const items = readJsonl(out);
-      const listingFields = ['type', 'link', 'title', 'price', 'rating'];
-      const bookFields = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating', 'priceInclTax'];
-      expect(
-        comparable(
-          items.filter((i) => i.type === 'listing'),
-          listingFields,
-        ),
-      ).toEqual(comparable(truth.listings, listingFields));
-      const withTax = truth.details.map((d) => ({ ...d, priceInclTax: Math.round(d.price * 120) / 100 }));
-      expect(
-        comparable(
-          items.filter((i) => i.type === 'book'),
-          bookFields,
-        ),
-      ).toEqual(comparable(withTax, bookFields));
+      expectBooksItems(items, truth, (d) => ({ priceInclTax: Math.round(d.price * 120) / 100 }));
       expect(items).toHaveLength(1180);
       expect(items.find((i) => i.title === 'A Light in the Attic' && i.type === 'book')).toMatchObject({ price: 51.77, priceInclTax: 62.12, spider: 'books', crawlId: 'code-books' });
 

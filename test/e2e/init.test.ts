@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:f
 import { join } from 'node:path';
 import { loadSpiderFile } from '@crawlfleet/core';
 import { BOOKS_ARCHIVE, serveFolder, unpack } from '../fixtures/static-site.mjs';
-import { booksTruth } from '../helpers/books-truth.js';
+import { BOOK_FIELDS, booksTruth, expectBooksItems } from '../helpers/books-truth.js';
 import { ROOT, comparable, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix } from '../helpers/cli.js';
 
 const SCHEMA_FILE = join(ROOT, 'schemas', 'spider.schema.json');
@@ -128,20 +128,7 @@ describe('crawlfleet init NAME', () => {
         expect(status.state).toBe('done');
         expect(status.counters).toMatchObject({ items: 1180, written: 1180, invalid: 0, blocked: 0 });
         const items = readJsonl(out);
-        const listingFields = ['type', 'link', 'title', 'price', 'rating'];
-        const bookFields = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating'];
-        expect(
-          comparable(
-            items.filter((i) => i.type === 'listing'),
-            listingFields,
-          ),
-        ).toEqual(comparable(truth.listings, listingFields));
-        expect(
-          comparable(
-            items.filter((i) => i.type === 'book'),
-            bookFields,
-          ),
-        ).toEqual(comparable(truth.details, bookFields));
+        expectBooksItems(items, truth);
         expect(items).toHaveLength(980 + 200);
       }
 
@@ -155,7 +142,7 @@ describe('crawlfleet init NAME', () => {
       expect(run.code).toBe(0);
       expect(JSON.parse(run.stdout.trim().split('\n').pop()!)).toMatchObject({ state: 'done', counters: { items: 200, written: 200, invalid: 0 } });
       const band = (price: number) => (price < 20 ? 'budget' : price < 40 ? 'mid-range' : 'premium');
-      const bookFields = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating', 'priceBand'];
+      const bookFields = [...BOOK_FIELDS, 'priceBand'];
       expect(comparable(readJsonl(out), bookFields)).toEqual(
         comparable(
           truth.details.map((d) => ({ ...d, priceBand: band(d.price) })),

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as cheerio from 'cheerio';
+import { comparable } from './cli.js';
 
 /** The ground truth, read from the HTML files here with cheerio, independently of the crawler's rules. */
 export function booksTruth(root: string, base: string) {
@@ -54,4 +55,37 @@ export function booksTruth(root: string, base: string) {
     });
   }
   return { listings, details, detailLinks, offSite };
+}
+
+export const LISTING_FIELDS = ['type', 'link', 'title', 'price', 'rating'];
+export const BOOK_FIELDS = ['type', 'url', 'title', 'price', 'upc', 'availability', 'rating'];
+
+/**
+ * Asserts that a crawl of the books copy stored exactly the truth's listings and books. `addToBook`
+ * adds the fields a spider computes beyond the declarative ones (compared too).
+ */
+export function expectBooksItems(
+  items: Record<string, unknown>[],
+  truth: ReturnType<typeof booksTruth>,
+  addToBook: (book: (typeof truth.details)[number]) => Record<string, unknown> = () => ({}),
+): void {
+  const extra = truth.details.length > 0 ? Object.keys(addToBook(truth.details[0]!)) : [];
+  const bookFields = [...BOOK_FIELDS, ...extra];
+  expect(
+    comparable(
+      items.filter((i) => i.type === 'listing'),
+      LISTING_FIELDS,
+    ),
+  ).toEqual(comparable(truth.listings, LISTING_FIELDS));
+  expect(
+    comparable(
+      items.filter((i) => i.type === 'book'),
+      bookFields,
+    ),
+  ).toEqual(
+    comparable(
+      truth.details.map((d) => ({ ...d, ...addToBook(d) })),
+      bookFields,
+    ),
+  );
 }
