@@ -45,11 +45,14 @@ export async function getStatus(redis: Redis, keys: Keys, crawlId: string): Prom
   if (!state) return undefined;
   const counterHash = results[1]![1] as Record<string, string>;
   const frontier = Number(results[2 + STAGES.length * 3]![1]);
+  // Only a running or paused crawl will take its frontier: a cancelled or failed crawl's leftovers
+  // (links a parser admitted as the crawl ended) wait for nothing.
+  const frontierWaiting = state === 'running' || state === 'paused' ? frontier : 0;
   const queues = {} as Record<Stage, QueueCounts>;
   STAGES.forEach((stage, i) => {
     const [pending, active, delayed] = [2, 3, 4].map((o) => Number(results[o + i * 3]![1]));
     queues[stage] = {
-      waiting: Math.max(0, pending! - active! - delayed!) + (stage === 'fetch' ? frontier : 0),
+      waiting: Math.max(0, pending! - active! - delayed!) + (stage === 'fetch' ? frontierWaiting : 0),
       active: active!,
       delayed: delayed!,
       failed: Number(counterHash[`dead.${stage}`] ?? 0),
