@@ -1,8 +1,9 @@
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
-import { Keys, validateSpider } from '@crawlfleet/core';
-import { type ItemsRejectedError, MongoSink, closeMongoConnections } from '@crawlfleet/storage';
+import { Keys, type Logger, validateSpider } from '@crawlfleet/core';
+import { type ItemsRejectedError, MongoSink, closeMongoConnections, mongoConnection } from '@crawlfleet/storage';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { startServer } from '../fixtures/http-server.mjs';
 import { REDIS_URL, comparable, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
@@ -126,10 +127,10 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
       const spider = writeJson(dir, 'outage.json', catalogueSpider(site.url));
       const crawl = spawnCli(['crawl', spider, '--crawl-id', 'm-outage', '--mongo', url, '--json', '--quiet', '--concurrency', '2'], { env });
-      const outageDb = client.db(db);
       await waitFor(
         async () =>
-          (await outageDb
+          (await client
+            .db(db)
             .collection('listing')
             .countDocuments()
             .catch(() => 0)) > 0,
@@ -140,6 +141,10 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       // Longer than the driver's 5 s server selection, so the writer sees the outage and retries.
       await new Promise((r) => setTimeout(r, 8000));
       await mongo.start();
+      // This test's own client went through the restart too; a new one cannot have a wedged monitor.
+      await client.close();
+      client = await MongoClient.connect(mongo.url);
+      const outageDb = client.db(db);
       const result = await resultWithin(crawl, 120_000, 'the crawl through the MongoDB outage');
       expect(result.code).toBe(0);
       expect(result.stderr).toContain('MongoDB unavailable: holding the batch and retrying');
@@ -158,6 +163,39 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
     } finally {
       await site.close();
     }
+  });
+
+  test('a client whose server monitor wedged across a restart is replaced, and the held batch is stored', async () => {
+    if (!mongo.controllable) return; // an external MONGO_URL cannot be stopped by the test
+    const db = `${new URL(mongo.url).pathname.slice(1)}_wedged`;
+    const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
+    const spider = validateSpider({ name: 'w', items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'x' } } }] });
+    const said: string[] = [];
+    const log = { warn: (_: unknown, msg: string) => said.push(msg), info: (_: unknown, msg: string) => said.push(msg), debug: () => undefined } as unknown as Logger;
+    // Held longer than the client takes to be replaced: without the replacement the write fails.
+    const sink = await MongoSink.open(url, spider, { batch: { maxItems: 10, maxWaitMs: 10 }, maxHoldMs: 60_000, log });
+    const book = (upc: string) => ({ type: 'book', url: `http://h/${upc}`, upc, crawlId: 'c', fetchedAt: 't', spider: 'w' });
+    await sink.write([book('before')]);
+    // The driver's bug, set up: the monitor's socket is destroyed while its connection never learns
+    // of the close, as when a server's close lands between a heartbeat's check and its write. The
+    // next heartbeat (the restart's errors ask for one) then waits for a 'drain' that never comes.
+    const topology = (await mongoConnection(url)).getClient() as unknown as { topology: { s: { servers: Map<string, { monitor: { connection: { socket: Socket } | null } }> } } };
+    for (const server of topology.topology.s.servers.values()) {
+      const socket = server.monitor.connection!.socket;
+      socket.removeAllListeners('close');
+      socket.destroy();
+    }
+    await mongo.stop();
+    const held = sink.write([book('during')]);
+    await new Promise((r) => setTimeout(r, 3000));
+    await mongo.start();
+    await held;
+    await sink.close();
+    expect(said).toEqual(['MongoDB unavailable: holding the batch and retrying', 'MongoDB unavailable for a while: replacing the client', 'MongoDB available again: batches are stored']);
+    const check = await MongoClient.connect(mongo.url);
+    expect((await check.db(db).collection('book').find({}).sort({ _id: 1 }).toArray()).map((d) => d._id)).toEqual(['before', 'during']);
+    await check.db(db).dropDatabase();
+    await check.close();
   });
 
   test('the writer killed with SIGKILL mid-crawl: a new writer finishes, with no loss and no duplicates', async () => {

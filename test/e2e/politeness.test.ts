@@ -74,7 +74,13 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       process.stderr.write(
         `politeness: one host ${oneHostRate.toFixed(2)} req/s, five hosts ${fiveHostRate.toFixed(2)} req/s, ratio ${ratio.toFixed(2)}; per-host min gap ${Math.min(...stats.map((s) => s.minGapMs))} ms\n`,
       );
-      expect(ratio).toBeGreaterThan(3.2);
+      // The hosts ran side by side: up to ten requests at once over the five hosts (a limiter that
+      // held every host to one fleet-wide limit shows 2). Measured in requests, not in time, so a
+      // loaded machine does not change it.
+      expect(hostStats(pages).maxConcurrent).toBeGreaterThanOrEqual(6);
+      // And in time, loosely: about 5 (4.6 on an idle machine), 2.6 with a build and a FerretDB
+      // under debug logging sharing the two cores; serialised hosts would give 1.
+      expect(ratio).toBeGreaterThan(2.2);
       // No ceiling on the ratio: the per-host gap and concurrency checks above already bound the rate
       // from above, and load on a shared machine that slows the one-host run only raises the ratio.
       expect(oneHostRate).toBeLessThanOrEqual(5);

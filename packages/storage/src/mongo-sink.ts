@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import mongoose, { type Connection, type Model } from 'mongoose';
+import mongoose, { type Connection, type Model, type Schema } from 'mongoose';
 import { calculateObjectSize } from 'bson';
-import { redactUrl, retryDelay, type Item, type Logger, type Spider } from '@crawlfleet/core';
+import { redactUrl, retryDelay, type Item, type ItemRule, type Logger, type Spider } from '@crawlfleet/core';
 import { Batcher, type BatcherOptions, type FlushOutcome } from './batcher.js';
 import { castItem, itemModelName, itemSchema } from './item-schema.js';
 import type { ItemSink } from './sink.js';
@@ -65,6 +65,16 @@ export function contentHash(item: Item): string {
 
 const connections = new Map<string, Promise<Connection>>();
 
+/**
+ * A sink that has found MongoDB unavailable for this long replaces its client with a new one, and
+ * again after as long while the outage lasts. The driver's server monitor can wedge for good (seen
+ * with mongodb 6.20 and in 7.9.1's code): when a server closes its connections (a restart), a
+ * heartbeat written to a socket that closed an instant earlier, before the driver saw the close,
+ * waits for a 'drain' that never comes. With no heartbeat the server stays unknown to that client,
+ * however long it has been back; a new client has a new monitor.
+ */
+export const RENEW_CLIENT_AFTER_MS = 15_000;
+
 /** The store's bookkeeping on a stored item, beside the item's own fields (see `itemSchema`). */
 interface StoredItem {
   _id: string | number;
@@ -100,6 +110,18 @@ export function mongoConnection(url: string): Promise<Connection> {
 }
 
 /**
+ * Drops `url`'s pooled connection if it is still `stale` (another sink may have replaced it
+ * already), so the next `mongoConnection(url)` opens a new client. Operations still running on the
+ * old one fail as unavailable and are retried.
+ */
+async function renewMongoConnection(url: string, stale: Connection): Promise<void> {
+  const cached = connections.get(url);
+  if (!cached || (await cached.catch(() => undefined)) !== stale || connections.get(url) !== cached) return;
+  connections.delete(url);
+  await stale.destroy(true).catch(() => undefined);
+}
+
+/**
  * The item store: one collection per item type, written through a mongoose model built from the
  * spider's item rule (`itemSchema`: the fields typed by their rules, a unique index on the key field),
  * batched unordered upserts. Each item is cast by mongoose first; one that does not fit is refused
@@ -113,9 +135,14 @@ export class MongoSink implements ItemSink {
   private readonly batcher: Batcher<Item>;
   /** when this sink's flushes began to find MongoDB unavailable; undefined while it answers */
   private unavailableSince: number | undefined;
+  /** when this sink last replaced its client (see RENEW_CLIENT_AFTER_MS) */
+  private renewedAt = 0;
+  /** the connection the models are bound to, and the models, one per item type */
+  private bound: Connection | undefined;
+  private models = new Map<string, ItemModel>();
 
   private constructor(
-    private readonly models: Map<string, ItemModel>,
+    private readonly schemas: { rule: ItemRule; schema: Schema }[],
     private readonly url: string,
     private readonly options: MongoSinkOptions,
   ) {
@@ -123,18 +150,13 @@ export class MongoSink implements ItemSink {
   }
 
   static async open(url: string, spider: Spider, options: MongoSinkOptions = {}): Promise<MongoSink> {
-    const schemas = spider.items.map((rule) => ({ rule, schema: itemSchema(rule) }));
-    const conn = await mongoConnection(url);
-    const models = new Map<string, ItemModel>();
-    for (const { rule, schema } of schemas) {
-      // One model per item rule, named by its fields and key: crawls of other spiders in this process
-      // may have an item type of the same name with other fields, each with its own schema.
-      const name = itemModelName(rule);
-      const model = (conn.models[name] as Model<StoredItem> | undefined) ?? conn.model<StoredItem>(name, schema, rule.type);
-      await model.createIndexes();
-      models.set(rule.type, { model, key: rule.key ?? 'url' });
-    }
-    return new MongoSink(models, url, options);
+    const sink = new MongoSink(
+      spider.items.map((rule) => ({ rule, schema: itemSchema(rule) })),
+      url,
+      options,
+    );
+    await sink.bind();
+    return sink;
   }
 
   write(items: Item[]): Promise<void> {
@@ -145,6 +167,23 @@ export class MongoSink implements ItemSink {
     await this.batcher.drain();
   }
 
+  /** Binds the models to the pooled connection, again whenever that connection was replaced. */
+  private async bind(): Promise<void> {
+    const conn = await mongoConnection(this.url);
+    if (conn === this.bound) return;
+    const models = new Map<string, ItemModel>();
+    for (const { rule, schema } of this.schemas) {
+      // One model per item rule, named by its fields and key: crawls of other spiders in this process
+      // may have an item type of the same name with other fields, each with its own schema.
+      const name = itemModelName(rule);
+      const model = (conn.models[name] as Model<StoredItem> | undefined) ?? conn.model<StoredItem>(name, schema, rule.type);
+      await model.createIndexes();
+      models.set(rule.type, { model, key: rule.key ?? 'url' });
+    }
+    this.models = models;
+    this.bound = conn;
+  }
+
   private async flush(items: Item[]): Promise<FlushOutcome> {
     const started = Date.now();
     // A short outage (a restart, a failover) passes within the hold, without moving any job. A store
@@ -153,7 +192,11 @@ export class MongoSink implements ItemSink {
     const holdMs = this.unavailableSince === undefined ? (this.options.maxHoldMs ?? 30_000) : 0;
     for (let attempt = 1; ; attempt++) {
       try {
-        const outcome = await withTimeout(this.flushOnce(items), this.options.flushTimeoutMs ?? 90_000, 'the MongoDB flush');
+        const outcome = await withTimeout(
+          this.bind().then(() => this.flushOnce(items)),
+          this.options.flushTimeoutMs ?? 90_000,
+          'the MongoDB flush',
+        );
         if (this.unavailableSince !== undefined) {
           this.options.log?.info({ mongo: redactUrl(this.url), unavailableForMs: Date.now() - this.unavailableSince }, 'MongoDB available again: batches are stored');
           this.unavailableSince = undefined;
@@ -169,6 +212,11 @@ export class MongoSink implements ItemSink {
         if (kind === 'unavailable' && this.unavailableSince === undefined) {
           this.unavailableSince = Date.now();
           this.options.log?.warn({ mongo: redactUrl(this.url), err: errInfo }, 'MongoDB unavailable: holding the batch and retrying');
+        }
+        if (kind === 'unavailable' && this.bound && Date.now() - this.unavailableSince! >= RENEW_CLIENT_AFTER_MS && Date.now() - this.renewedAt >= RENEW_CLIENT_AFTER_MS) {
+          this.renewedAt = Date.now();
+          this.options.log?.info({ mongo: redactUrl(this.url), unavailableForMs: Date.now() - this.unavailableSince! }, 'MongoDB unavailable for a while: replacing the client');
+          await renewMongoConnection(this.url, this.bound);
         }
         if (Date.now() - started >= holdMs) throw err;
         const wait = retryDelay(attempt, undefined, { baseMs: 250, maxMs: this.options.maxRetryDelayMs ?? 5_000 });
