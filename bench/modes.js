@@ -101,16 +101,18 @@ async function fleet1p(site, ctx, code = false) {
  * then the workers get SIGTERM and finish. With `mongo`, the writer writes to a MongoDB database
  * of its own and the items are counted there.
  */
-async function fleetNp(site, ctx, mix, mongo) {
+async function fleetNp(site, ctx, mix, mongo, cluster = false) {
   const prefix = `bench-${process.pid}-${++runNumber}`;
   const crawlId = `bench-${runNumber}`;
   const spider = join(ctx.dir, `spider-${prefix}.json`);
   writeFileSync(spider, JSON.stringify(site.spider));
   const mongoUrl = mongo ? ctx.mongoUrl.replace(/\/[^/?]*(\?|$)/, `/bench_np_${process.pid}_${runNumber}$1`) : undefined;
-  const env = fleetEnv(ctx, prefix, mongoUrl ? { MONGO_URL: mongoUrl } : {});
+  // On the cluster, Redis's own figures (INFO, requests per port) are not comparable: time and CPU only.
+  const redisUrl = cluster ? { REDIS_URL: (await ctx.cluster()).url } : {};
+  const env = fleetEnv(ctx, prefix, { ...(mongoUrl ? { MONGO_URL: mongoUrl } : {}), ...redisUrl });
   const options = { env, dir: ctx.dir };
   const sink = mongo ? 'mongo' : join(ctx.dir, `items-${prefix}.jsonl`);
-  const before = await snapshot(ctx.redis);
+  const before = cluster ? undefined : await snapshot(ctx.redis);
   const storeCpuBefore = ctx.storePid ? cpuSecondsOf(ctx.storePid) : 0;
   const started = performance.now();
   const workers = [
@@ -124,7 +126,7 @@ async function fleetNp(site, ctx, mix, mongo) {
     wait = await runMeasured('wait', CLI, ['wait', '--crawl-id', crawlId], options);
     seconds = (performance.now() - started) / 1000;
     // before the workers shut down: their goodbyes are not the crawl's cost
-    after = await snapshot(ctx.redis);
+    after = cluster ? undefined : await snapshot(ctx.redis);
     storeCpu = ctx.storePid ? cpuSecondsOf(ctx.storePid) - storeCpuBefore : undefined;
   } finally {
     for (const w of workers) w.stop();
@@ -134,9 +136,9 @@ async function fleetNp(site, ctx, mix, mongo) {
   if (bad) throw new Error(`${bad.role} exited ${bad.code}`);
   const requests = requestsSent(env);
   const status = JSON.parse((await runMeasured('status', CLI, ['status', '--crawl-id', crawlId, '--json'], options)).stdout);
-  await dropPrefix(ctx.redis, prefix);
+  if (!cluster) await dropPrefix(ctx.redis, prefix);
   const pages = status.counters.fetched;
-  const result = { seconds, pages, items: status.counters.written, processes: [seed, ...procs, wait], redis: redisCost(before, after, pages, requests), mix: mixName(mix) };
+  const result = { seconds, pages, items: status.counters.written, processes: [seed, ...procs, wait], redis: cluster ? null : redisCost(before, after, pages, requests), mix: mixName(mix) };
   if (mongoUrl) {
     const client = await MongoClient.connect(mongoUrl);
     try {
@@ -163,4 +165,6 @@ export const MODES = {
   'fleet-1p-code': (site, ctx) => fleet1p(site, ctx, true),
   'fleet-np': (site, ctx) => fleetNp(site, ctx, ctx.npMix, false),
   'fleet-np-mongo': (site, ctx) => fleetNp(site, ctx, ctx.npMix, true),
+  // the same fleet on a Redis Cluster of 3 masters and 3 replicas (test/fixtures/redis-cluster.mjs)
+  'fleet-np-cluster': (site, ctx) => fleetNp(site, ctx, ctx.npMix, false, true),
 };

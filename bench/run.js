@@ -5,7 +5,8 @@
 // machine are noise. Progress goes to stderr; the table to stdout; everything to bench/results.json.
 //
 // Knobs (defaults): BENCH_ROUNDS (3), BENCH_CONCURRENCY (64), BENCH_SITES (multi,single,books),
-// BENCH_MODES (bare,crawlee,fleet-1p,fleet-np,fleet-np-mongo; also fleet-1p-code, the spider as a code spider), BENCH_MONGO_SITES (multi: the sites
+// BENCH_MODES (bare,crawlee,fleet-1p,fleet-np,fleet-np-mongo; also fleet-1p-code, the spider as a code spider, and fleet-np-cluster, fleet-np on a
+// 3-master Redis Cluster), BENCH_MONGO_SITES (multi: the sites
 // fleet-np-mongo runs on), BENCH_MEMORY (1: the 10^6-URL step), BENCH_URLS (1000000), BENCH_WRITER
 // (1: the writer benchmark, with BENCH_WRITER_ITEMS, 5000), BENCH_NP_MIXES (1:1:1,1:2:1: the
 // fetcher:parser:writer mixes fleet-np tries in round 1; the fastest runs the later rounds).
@@ -19,6 +20,7 @@ import { MODES, NP_MIXES, mixName } from './modes.js';
 import { benchMemory, freePort } from './memory.js';
 import { benchWriter } from './writer.js';
 import { medianFigures, perRunFigures, printTable } from './report.js';
+import { startRedisCluster } from '../test/fixtures/redis-cluster.mjs';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const knob = (name, fallback) => process.env[name] ?? fallback;
@@ -44,6 +46,7 @@ function commit() {
 export const roundOrder = (modes, round) => modes.map((_, i) => modes[(i + round) % modes.length]);
 
 const benchStarted = performance.now();
+let clusterStarted;
 const dir = mkdtempSync(join(tmpdir(), 'crawlfleet-bench-'));
 const port = await freePort();
 const { sites, stop } = await startSites({ dir: join(dir, 'nginx'), port, concurrency: CONCURRENCY });
@@ -58,6 +61,11 @@ const ctx = {
   mongoUrl: process.env.MONGO_URL,
   storePid: process.env.BENCH_STORE_PID ? Number(process.env.BENCH_STORE_PID) : undefined,
   npMix: NP_MIXES[0],
+  /** the Redis Cluster of fleet-np-cluster, started on first use and stopped at the end */
+  cluster() {
+    clusterStarted ??= startRedisCluster({ masters: 3, replicasEach: 1 });
+    return clusterStarted;
+  },
 };
 const results = {
   commit: commit(),
@@ -121,6 +129,7 @@ try {
   }
 } finally {
   await stop();
+  if (clusterStarted) await (await clusterStarted).stop();
   redis.disconnect();
   rmSync(dir, { recursive: true, force: true });
 }

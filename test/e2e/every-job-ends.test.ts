@@ -241,6 +241,13 @@ describe('every pending job ends', () => {
       expect(left.map((d) => d.url)).toEqual([`${site.url}/p/7.html`]);
       // Replaying again finds nothing more to do for those two.
       expect((await runCli(['replay', '--crawl-id', 'replay', '--url-regex', '/p/[25]\\.html$'], { env })).stdout).toContain('replayed 0 dead letters');
+      // A replayed URL that fails again is a dead letter again, and counted as failed again.
+      site.failing.add('/p/7.html');
+      expect((await runCli(['replay', '--crawl-id', 'replay', '--url-regex', '/p/7\\.html$'], { env })).stdout).toContain('replayed 1 dead letters');
+      await waitDone(env, 'replay', 90, fleet);
+      expect((await statusOf(env, 'replay')).counters).toMatchObject({ fetched: 9, failed: 1, replayed: 3 });
+      const again = JSON.parse((await runCli(['dead-letters', '--crawl-id', 'replay', '--json'], { env })).stdout) as { url: string }[];
+      expect(again.map((d) => d.url)).toEqual([`${site.url}/p/7.html`]);
     } finally {
       await stopFleet(fleet);
       await site.close();

@@ -117,6 +117,29 @@ describe('the frontier on real Redis', () => {
     expect(await runScript<number>(redis, 'checkDone', [k.meta, k.pending.fetch, k.pending.parse, k.pending.write, k.frontier], [new Date().toISOString()])).toBe(1);
   });
 
+  test("a finish puts back its handed-over job's pending mark when a failover lost it, and only then", async () => {
+    const redis = clients[0]!;
+    const k = keys.crawl('handover');
+    await redis.hset(k.meta, 'state', 'running');
+    const urls = ['a', 'b', 'c'].map((n) => ({ url: `http://h.test/${n}`, depth: 0, verdict: 'admit' as const }));
+    const { taken } = await admitUrls(redis, keys, 'handover', urls, undefined, { window: 10, minBatch: 1 });
+    const [a, b, c] = taken.map((t) => t.jobId.slice(1));
+    const finishFetch = (fp: string) => finishJobTaking(redis, keys, 'handover', 'fetch', `f${fp}`, { url: { fingerprint: fp, state: 'd' }, handedOver: `p${fp}` });
+    // a: its parse job's mark was lost (the write that added it did not reach the replica): put back.
+    await finishFetch(a!);
+    // b: its parse job ran and finished before the fetch job's finish (the URL is parsed): nothing.
+    await redis.sadd(k.pending.parse, `p${b}`);
+    await finishJobTaking(redis, keys, 'handover', 'parse', `p${b}`, { url: { fingerprint: b!, state: 'p' } });
+    await finishFetch(b!);
+    // c: its parse job is pending as usual: still pending, once.
+    await redis.sadd(k.pending.parse, `p${c}`);
+    await finishFetch(c!);
+    expect((await redis.smembers(k.pending.parse)).sort()).toEqual([`p${a}`, `p${c}`].sort());
+    expect(await redis.scard(k.pending.fetch)).toBe(0);
+    // The crawl is not done while a handed-over job is pending.
+    expect(await redis.hget(k.meta, 'state')).toBe('running');
+  });
+
   test('the seen-URL index packs 10,000 URLs into 8-byte records in at most URL_BUCKETS fields of one hash, and keeps each state', async () => {
     const redis = clients[0]!;
     const k = keys.crawl('packed');

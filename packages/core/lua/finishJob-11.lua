@@ -18,7 +18,14 @@
   ARGV[7] window: when > 0, a finished fetch job makes room, and URLs are taken from the frontier
           into it (takeFrontier.lua)
   ARGV[8] the fewest free places worth a take
-  ARGV[9..] pairs: counter name, increment
+  ARGV[9] the next stage's job this job handed its URL over to (a fetch job's parse job, a parse
+          job's write job), or ''. It must still be pending unless the URL has reached that stage's
+          done marker: after a Redis failover that lost the last writes before it (replication is
+          asynchronous), its pending mark may be gone while its BullMQ job lives in another slot, and
+          this finish is what puts the mark back. A job that finds itself not pending does nothing,
+          so without the mark the URL's items would be lost; with it, the job runs, or the reconciler
+          rebuilds the URL when the job was already skipped.
+  ARGV[10..] pairs: counter name, increment
 
   A job that was never pending (a poison job enqueued by hand) still lands in the dead-letter set,
   once: its counters apply only when its record is new.
@@ -31,7 +38,7 @@
 --!include urlStates.lua
 --!include urlIndex.lua
 --!include takeFrontier.lua
-local COUNTERS_FROM = 9
+local COUNTERS_FROM = 10
 local pendingKeys = {KEYS[6], KEYS[7], KEYS[8]}
 local stagePending = pendingKeys[tonumber(ARGV[2])]
 if redis.call('SREM', stagePending, ARGV[1]) == 0 then
@@ -57,14 +64,28 @@ if ARGV[4] ~= '' then
     index.flush()
   end
 end
+local handedTo = ARGV[9]
+if handedTo ~= '' then
+  local childStage = ({p = 2, w = 3})[string.sub(handedTo, 1, 1)]
+  local childKey = pendingKeys[childStage]
+  if childKey and redis.call('SISMEMBER', childKey, handedTo) == 0 and redis.call('HEXISTS', KEYS[4], handedTo) == 0 then
+    local childFp = string.sub(handedTo, 2)
+    local reachedDone = reached(openUrlIndex(KEYS[3]).get(childFp), ({'d', 'p', 'w'})[childStage])
+    if not reachedDone or redis.call('HEXISTS', KEYS[10], 'r:' .. childFp) == 1 then
+      redis.call('SADD', childKey, handedTo)
+    end
+  end
+end
 if isUrlJob and redis.call('SISMEMBER', KEYS[6], 'f' .. fp) == 0
     and redis.call('SISMEMBER', KEYS[7], 'p' .. fp) == 0 and redis.call('SISMEMBER', KEYS[8], 'w' .. fp) == 0 then
   redis.call('HDEL', KEYS[9], fp)
   redis.call('HDEL', KEYS[10], 'r:' .. fp)
 end
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[4], ARGV[1], ARGV[6]) end
-if countIt then
-  for i = COUNTERS_FROM, #ARGV, 2 do
+-- A stage the URL had finished before counts nothing again, except a new dead letter: a replay took
+-- the old one out of 'failed', so the URL failing again is counted again.
+for i = COUNTERS_FROM, #ARGV, 2 do
+  if countIt or (ARGV[6] ~= '' and (ARGV[i] == 'failed' or string.sub(ARGV[i], 1, 5) == 'dead.')) then
     redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
   end
 end

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { encodeUrlCredentials } from './redact.js';
+import { parseRedisUrl } from './redis.js';
 import { parseMongoCredentials } from './sink-spec.js';
 
 /**
@@ -9,7 +10,10 @@ import { parseMongoCredentials } from './sink-spec.js';
  * The README's configuration table is written from this.
  */
 export const ENV_TABLE = {
-  REDIS_URL: { default: 'redis://127.0.0.1:6379', doc: 'queues, frontier, crawl state' },
+  REDIS_URL: {
+    default: 'redis://127.0.0.1:6379',
+    doc: 'queues, frontier, crawl state. `redis+cluster://[user:pw@]h1:p1,h2:p2` selects Redis Cluster (`rediss+cluster://` with TLS); `redis+sentinel://[user:pw@]h1:p1,h2:p2/MASTER` selects Sentinel',
+  },
   MONGO_URL: { default: 'mongodb://127.0.0.1:27017/crawlfleet', doc: 'item store used by writers' },
   MONGO_CREDENTIALS: { default: '', doc: "a writer's credentials for other MongoDB servers than MONGO_URL's: URLs with user and password, whitespace-separated, or @path/to/file" },
   QUEUE_PREFIX: { default: 'crawlfleet', doc: 'BullMQ prefix and prefix of every crawlfleet key' },
@@ -44,7 +48,13 @@ export const ENV_TABLE = {
 export type EnvName = keyof typeof ENV_TABLE;
 
 const envSchema = z.object({
-  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must start with redis:// or rediss://'),
+  REDIS_URL: z.string().superRefine((url, ctx) => {
+    try {
+      parseRedisUrl(url);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message.replace(/^REDIS_URL: /, '') });
+    }
+  }),
   MONGO_URL: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must start with mongodb:// or mongodb+srv://'),
   MONGO_CREDENTIALS: z.string(),
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only'),

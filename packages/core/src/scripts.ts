@@ -1,14 +1,14 @@
+import type { RedisClient } from './redis.js';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Redis } from 'ioredis';
 
 /**
  * Loads the Lua scripts of `lua/` (one atomic operation each, named `verbNoun-<numKeys>.lua`, or
  * `verbNoun-v.lua` for a script that takes a variable number of keys) and
  * registers them on a connection under a versioned name, so two fleet versions can share one Redis.
  */
-export const SCRIPT_VERSION = 4;
+export const SCRIPT_VERSION = 5;
 const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
 
 const SCRIPT_FILES = {
@@ -28,6 +28,8 @@ const SCRIPT_FILES = {
 } as const;
 
 export type ScriptName = keyof typeof SCRIPT_FILES;
+/** Every script's name. */
+export const SCRIPT_NAMES = Object.keys(SCRIPT_FILES) as ScriptName[];
 
 function readLua(file: string): string {
   const text = readFileSync(join(LUA_DIR, file), 'utf8');
@@ -55,10 +57,10 @@ export function scriptSource(name: ScriptName): string {
   return script(name).lua;
 }
 
-const registered = new WeakSet<Redis>();
+const registered = new WeakSet<RedisClient>();
 
 /** Runs one script atomically. `keys` must all share one hash slot. */
-export async function runScript<T = unknown>(redis: Redis, name: ScriptName, keys: string[], args: (string | number)[]): Promise<T> {
+export async function runScript<T = unknown>(redis: RedisClient, name: ScriptName, keys: string[], args: (string | number)[]): Promise<T> {
   const { numberOfKeys } = script(name);
   if (numberOfKeys !== undefined && keys.length !== numberOfKeys) throw new Error(`${name} takes ${numberOfKeys} keys, got ${keys.length}`);
   if (!registered.has(redis)) {

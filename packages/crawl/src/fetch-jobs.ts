@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import { runScript, type FetchJob, type Keys, type Queues, type Spider } from '@crawlfleet/core';
+import { runScript, type FetchJob, type Keys, type Queues, type Spider, type RedisClient } from '@crawlfleet/core';
 import { admitUrls, takenRequests, uniqueCandidates, type Candidate, type FetchRequest, type FrontierTake, type TakenRequest } from '@crawlfleet/frontier';
 import type { JobsOptions } from 'bullmq';
 import type { SettledUrls } from './settled-urls.js';
@@ -42,7 +41,7 @@ export async function enqueueFetches(queues: Queues, crawlId: string, spider: Sp
  * finished fetch jobs make room (finishJob-11.lua) or the reconciler takes them.
  */
 export async function admitAndEnqueue(
-  redis: Redis,
+  redis: RedisClient,
   keys: Keys,
   queues: Queues,
   crawlId: string,
@@ -86,7 +85,7 @@ export async function admitAndEnqueue(
  * Takes URLs from a running crawl's frontier into the fetch stage while its window has room, and
  * enqueues them: after a resume, and as the reconciler's backstop. Returns how many.
  */
-export async function takeFromFrontier(redis: Redis, keys: Keys, queues: Queues, crawlId: string, spider: Spider, take: FrontierTake): Promise<number> {
+export async function takeFromFrontier(redis: RedisClient, keys: Keys, queues: Queues, crawlId: string, spider: Spider, take: FrontierTake): Promise<number> {
   const k = keys.crawl(crawlId);
   let total = 0;
   for (;;) {

@@ -1,6 +1,5 @@
-import type { Redis } from 'ioredis';
 import type { JobsOptions } from 'bullmq';
-import { STAGES, runScript, type JobByStage, type Keys, type Queues, type Stage } from '@crawlfleet/core';
+import { STAGES, runScript, type JobByStage, type Keys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
 import { takenRequests, type FrontierTake, type TakenRequest } from '@crawlfleet/frontier';
 import type { CounterIncrements } from './counters.js';
 import type { CrawlState } from './registry.js';
@@ -12,7 +11,7 @@ import type { CrawlState } from './registry.js';
  */
 export type BeginResult = { state: CrawlState | 'unknown' | 'finished'; version: string; startedAt: string };
 
-export async function beginJob(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string): Promise<BeginResult> {
+export async function beginJob(redis: RedisClient, keys: Keys, crawlId: string, stage: Stage, id: string): Promise<BeginResult> {
   const k = keys.crawl(crawlId);
   const [state, version, startedAt] = await runScript<[string, string, string]>(redis, 'beginJob', [k.meta, k.pending[stage], k.active[stage], k.delayed[stage]], [id]);
   return { state: state as BeginResult['state'], version, startedAt: startedAt ?? '' };
@@ -25,6 +24,8 @@ export interface FinishInput {
   dead?: DeadLetter;
   /** a fetch job's finish makes room in the crawl's window: take URLs from the frontier into it */
   take?: FrontierTake;
+  /** the next stage's job this one enqueued for its URL (finishJob-11.lua, ARGV[9]) */
+  handedOver?: string;
 }
 
 export interface DeadLetter {
@@ -51,7 +52,7 @@ export function deadLetterData(stage: Stage, data: unknown): unknown {
 export type FinishOutcome = 'already' | 'finished' | 'crawl-done';
 
 /** Returns 'already' when the job had finished before (its effects are not applied twice). */
-export async function finishJob(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string, input: FinishInput = {}): Promise<FinishOutcome> {
+export async function finishJob(redis: RedisClient, keys: Keys, crawlId: string, stage: Stage, id: string, input: FinishInput = {}): Promise<FinishOutcome> {
   return (await finishJobTaking(redis, keys, crawlId, stage, id, input)).outcome;
 }
 
@@ -59,7 +60,7 @@ export async function finishJob(redis: Redis, keys: Keys, crawlId: string, stage
  * finishJob, and the fetch requests its finish took from the frontier (input.take): their ids are
  * pending, and the caller adds their jobs (enqueueFetches).
  */
-export async function finishJobTaking(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string, input: FinishInput = {}): Promise<{ outcome: FinishOutcome; taken: TakenRequest[] }> {
+export async function finishJobTaking(redis: RedisClient, keys: Keys, crawlId: string, stage: Stage, id: string, input: FinishInput = {}): Promise<{ outcome: FinishOutcome; taken: TakenRequest[] }> {
   const k = keys.crawl(crawlId);
   const counterArgs: (string | number)[] = [];
   for (const [name, n] of Object.entries(input.counters ?? {})) if (n) counterArgs.push(name, n);
@@ -77,6 +78,7 @@ export async function finishJobTaking(redis: Redis, keys: Keys, crawlId: string,
       input.dead ? JSON.stringify(input.dead) : '',
       input.take?.window ?? 0,
       input.take?.minBatch ?? 0,
+      input.handedOver ?? '',
       ...counterArgs,
     ],
   );
@@ -85,12 +87,12 @@ export async function finishJobTaking(redis: Redis, keys: Keys, crawlId: string,
 }
 
 /** The job leaves the active set for the delayed one (a retry, a deferral, or parked for a pause). */
-export async function delayJob(redis: Redis, keys: Keys, crawlId: string, stage: Stage, id: string, counter: 'retries' | 'deferred' | '' = '', parked = false): Promise<boolean> {
+export async function delayJob(redis: RedisClient, keys: Keys, crawlId: string, stage: Stage, id: string, counter: 'retries' | 'deferred' | '' = '', parked = false): Promise<boolean> {
   const k = keys.crawl(crawlId);
   return (await runScript<number>(redis, 'delayJob', [k.pending[stage], k.active[stage], k.delayed[stage], k.counters, k.parked[stage]], [id, counter, parked ? '1' : ''])) === 1;
 }
 
-export async function checkDone(redis: Redis, keys: Keys, crawlId: string): Promise<boolean> {
+export async function checkDone(redis: RedisClient, keys: Keys, crawlId: string): Promise<boolean> {
   const k = keys.crawl(crawlId);
   return (await runScript<number>(redis, 'checkDone', [k.meta, k.pending.fetch, k.pending.parse, k.pending.write, k.frontier], [new Date().toISOString()])) === 1;
 }
@@ -113,7 +115,7 @@ export const STAGE_DONE_STATE: Record<Stage, 'd' | 'p' | 'w'> = { fetch: 'd', pa
  * URL has passed, or a dead-lettered one, is not enqueued again (addPending-4.lua). Fetch jobs come
  * from the frontier instead (admitAndEnqueue, enqueueFetches).
  */
-export async function enqueueJobs<S extends Stage>(redis: Redis, keys: Keys, queues: Queues, stage: S, crawlId: string, jobs: JobToEnqueue<S>[]): Promise<void> {
+export async function enqueueJobs<S extends Stage>(redis: RedisClient, keys: Keys, queues: Queues, stage: S, crawlId: string, jobs: JobToEnqueue<S>[]): Promise<void> {
   if (jobs.length === 0) return;
   const k = keys.crawl(crawlId);
   const pending = new Set(await runScript<string[]>(redis, 'addPending', [k.pending[stage], k.dead, k.urls, k.rebuilds], [STAGE_DONE_STATE[stage], ...jobs.map((j) => j.id)]));

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import { STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Logger, type Queues, type Stage } from '@crawlfleet/core';
+import { STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Logger, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
 import { decodeRequest } from '@crawlfleet/frontier';
 import { deadLetterData, finishJob, type DeadLetter } from './lifecycle.js';
 import { fetchJobData, fetchJobOptions } from './fetch-jobs.js';
@@ -68,7 +67,7 @@ export interface ReconcileOptions {
 const SCAN_COUNT = 1000;
 
 /** Checks every pending id of a crawl, in every stage, and repairs the lost ones. */
-export async function reconcileCrawl(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRecord, options: ReconcileOptions): Promise<ReconcileReport> {
+export async function reconcileCrawl(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, options: ReconcileOptions): Promise<ReconcileReport> {
   const report: ReconcileReport = { checked: 0, suspects: 0, rebuilt: 0, deadLettered: 0, sentinelsCleared: 0 };
   for (const stage of STAGES) {
     const key = keys.crawl(crawl.crawlId).pending[stage];
@@ -82,7 +81,7 @@ export async function reconcileCrawl(redis: Redis, keys: Keys, queues: Queues, c
   return report;
 }
 
-async function reconcileIds(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRecord, stage: Stage, ids: string[], options: ReconcileOptions, report: ReconcileReport): Promise<void> {
+async function reconcileIds(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, stage: Stage, ids: string[], options: ReconcileOptions, report: ReconcileReport): Promise<void> {
   const k = keys.crawl(crawl.crawlId);
   const nowMs = options.nowMs ?? Date.now();
   const sentinels = ids.filter((id) => id.startsWith(SENTINEL_PREFIX));
@@ -136,7 +135,7 @@ async function reconcileIds(redis: Redis, keys: Keys, queues: Queues, crawl: Cra
 }
 
 /** What BullMQ holds for each id: one pipelined round trip of three reads per id. */
-async function jobPresences(redis: Redis, queues: Queues, stage: Stage, ids: string[]): Promise<{ presence: JobPresence; failedReason: string | null }[]> {
+async function jobPresences(redis: RedisClient, queues: Queues, stage: Stage, ids: string[]): Promise<{ presence: JobPresence; failedReason: string | null }[]> {
   const queue = queues[stage];
   const pipeline = redis.pipeline();
   for (const id of ids) {
@@ -157,7 +156,7 @@ async function jobPresences(redis: Redis, queues: Queues, stage: Stage, ids: str
  * Sends a lost job's URL back to fetch and (re)adds its fetch job from the request the frontier kept.
  * Returns false when it dead-lettered it instead (no request kept, or rebuilt too often).
  */
-async function rebuild(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRecord, stage: Stage, id: string, options: ReconcileOptions): Promise<boolean> {
+async function rebuild(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, stage: Stage, id: string, options: ReconcileOptions): Promise<boolean> {
   const k = keys.crawl(crawl.crawlId);
   const fp = fingerprintOfJob(id);
   const maxRebuilds = options.maxRebuilds ?? 5;
@@ -194,7 +193,7 @@ async function rebuild(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRec
 
 /** Dead-letters a job BullMQ failed without our processor finishing it (a stall, a crash before the handler). */
 export async function deadLetterFailed(
-  redis: Redis,
+  redis: RedisClient,
   keys: Keys,
   queues: Queues,
   crawlId: string,

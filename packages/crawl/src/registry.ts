@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
-import { runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider, type SpiderModuleRef } from '@crawlfleet/core';
+import { runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider, type SpiderModuleRef, type RedisClient } from '@crawlfleet/core';
 
 export { assertCrawlId } from '@crawlfleet/core';
 
@@ -37,7 +36,7 @@ export function spiderVersion(spider: Spider, module?: SpiderModuleRef): string 
  * Stores the crawl (or resumes it, taking the new spider and sink). Returns whether it is new.
  * The sink is stored without credentials: writers take them from their own environment.
  */
-export async function registerCrawl(redis: Redis, keys: Keys, crawlId: string, spider: Spider, sink: SinkSpec, module?: SpiderModuleRef): Promise<boolean> {
+export async function registerCrawl(redis: RedisClient, keys: Keys, crawlId: string, spider: Spider, sink: SinkSpec, module?: SpiderModuleRef): Promise<boolean> {
   const created = await runScript<number>(
     redis,
     'registerCrawl',
@@ -55,15 +54,15 @@ export async function registerCrawl(redis: Redis, keys: Keys, crawlId: string, s
   return created === 1;
 }
 
-export async function listCrawlIds(redis: Redis, keys: Keys): Promise<string[]> {
+export async function listCrawlIds(redis: RedisClient, keys: Keys): Promise<string[]> {
   return (await redis.smembers(keys.crawlIndex())).sort();
 }
 
-export async function getCrawlState(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlState | undefined> {
+export async function getCrawlState(redis: RedisClient, keys: Keys, crawlId: string): Promise<CrawlState | undefined> {
   return ((await redis.hget(keys.crawl(crawlId).meta, 'state')) ?? undefined) as CrawlState | undefined;
 }
 
-export async function loadCrawl(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlRecord | undefined> {
+export async function loadCrawl(redis: RedisClient, keys: Keys, crawlId: string): Promise<CrawlRecord | undefined> {
   const meta = await redis.hgetall(keys.crawl(crawlId).meta);
   if (!meta.state || !meta.spider) return undefined;
   return {
@@ -85,7 +84,7 @@ export async function loadCrawl(redis: Redis, keys: Keys, crawlId: string): Prom
 export class CrawlCache {
   private readonly entries = new Map<string, CrawlRecord>();
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly maxEntries = 256,
   ) {}

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import { ConfigError, STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Queues, type Stage, type WriteJob } from '@crawlfleet/core';
+import { ConfigError, STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Queues, type Stage, type WriteJob, type RedisClient } from '@crawlfleet/core';
 import { encodeRequest, type FetchRequest } from '@crawlfleet/frontier';
 import { fetchJobData, fetchJobOptions } from './fetch-jobs.js';
 import type { DeadLetter } from './lifecycle.js';
@@ -21,7 +20,7 @@ export function selectDeadLetters(entries: DeadLetterEntry[], filter: DeadLetter
     .sort((a, b) => a.url.localeCompare(b.url) || a.stage.localeCompare(b.stage));
 }
 
-export async function listDeadLetters(redis: Redis, keys: Keys, crawlId: string, filter: DeadLetterFilter = {}): Promise<DeadLetterEntry[]> {
+export async function listDeadLetters(redis: RedisClient, keys: Keys, crawlId: string, filter: DeadLetterFilter = {}): Promise<DeadLetterEntry[]> {
   const records = await getDeadLetters(redis, keys, crawlId);
   return selectDeadLetters(
     Object.entries(records).map(([id, record]) => ({ ...record, jobId: id })),
@@ -60,7 +59,7 @@ export interface ReplayResult {
  * completed job under the same id would turn the new add into a no-op), its record leaves the
  * dead-letter set, and its job is enqueued again. The crawl runs again if it had ended.
  */
-export async function replayDeadLetters(redis: Redis, keys: Keys, queues: Queues, crawl: CrawlRecord, filter: DeadLetterFilter = {}): Promise<ReplayResult> {
+export async function replayDeadLetters(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, filter: DeadLetterFilter = {}): Promise<ReplayResult> {
   if (crawl.state === 'cancelled') throw new ConfigError(`crawl ${crawl.crawlId} was cancelled: reset it and seed it again instead of replaying`);
   const k = keys.crawl(crawl.crawlId);
   const result: ReplayResult = { replayed: [], refused: [] };

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import { STAGES, runScript, type CrawlKeys, type Keys, type Stage } from '@crawlfleet/core';
+import { STAGES, runScript, type CrawlKeys, type Keys, type Stage, type RedisClient } from '@crawlfleet/core';
 import { countersFromHash, type Counters } from './counters.js';
 import type { CrawlState } from './registry.js';
 
@@ -31,7 +30,7 @@ export interface CrawlStatus {
 }
 
 /** The status object of CONTRACT.md, read in one round trip. */
-export async function getStatus(redis: Redis, keys: Keys, crawlId: string): Promise<CrawlStatus | undefined> {
+export async function getStatus(redis: RedisClient, keys: Keys, crawlId: string): Promise<CrawlStatus | undefined> {
   const k = keys.crawl(crawlId);
   const pipe = redis.pipeline();
   pipe.hmget(k.meta, 'spiderName', 'state', 'startedAt', 'finishedAt', 'module');
@@ -83,7 +82,7 @@ function invalidReasonsOf(hash: Record<string, string>): Pick<CrawlStatus, 'inva
 export const MAX_INVALID_REASONS = 20;
 
 /** Counts why items of a crawl were dropped, keeping at most MAX_INVALID_REASONS distinct reasons (noteInvalid-1.lua). */
-export async function noteInvalidReasons(redis: Redis, keys: Keys, crawlId: string, reasons: readonly string[]): Promise<void> {
+export async function noteInvalidReasons(redis: RedisClient, keys: Keys, crawlId: string, reasons: readonly string[]): Promise<void> {
   if (reasons.length === 0) return;
   await runScript(redis, 'noteInvalid', [keys.crawl(crawlId).invalidReasons], [MAX_INVALID_REASONS, ...reasons]);
 }
@@ -92,30 +91,29 @@ export async function noteInvalidReasons(redis: Redis, keys: Keys, crawlId: stri
  * URLs waiting in the frontiers of the running crawls, fleet-wide (one pipelined round trip): the
  * fetch backlog beyond the jobs in BullMQ, which hold only each crawl's window.
  */
-export function frontierBacklog(redis: Redis, keys: Keys): Promise<number> {
+export function frontierBacklog(redis: RedisClient, keys: Keys): Promise<number> {
   return sumOverCrawls(redis, keys, 'running', (k) => ['llen', k.frontier]);
 }
 
 /**
- * A count summed over every registered crawl in `state`, fleet-wide, in one pipelined round trip:
- * `count` names the command (and key) that gives one crawl's count.
+ * A count summed over every registered crawl in `state`, fleet-wide: `count` names the command (and
+ * key) that gives one crawl's count. One pipelined round trip per crawl, all sent at once: a crawl's
+ * keys share its slot, and on Redis Cluster two crawls' keys may not.
  */
-export async function sumOverCrawls(redis: Redis, keys: Keys, state: CrawlState, count: (k: CrawlKeys) => ['llen' | 'scard', string]): Promise<number> {
+export async function sumOverCrawls(redis: RedisClient, keys: Keys, state: CrawlState, count: (k: CrawlKeys) => ['llen' | 'scard', string]): Promise<number> {
   const ids = await redis.smembers(keys.crawlIndex());
-  if (ids.length === 0) return 0;
-  const pipeline = redis.pipeline();
-  for (const id of ids) {
-    const [command, key] = count(keys.crawl(id));
-    pipeline.hget(keys.crawl(id).meta, 'state')[command](key);
-  }
-  const results = ((await pipeline.exec()) ?? []).map((r) => r[1]);
-  let total = 0;
-  for (let i = 0; i < ids.length; i++) if (results[2 * i] === state) total += Number(results[2 * i + 1]);
-  return total;
+  const counts = await Promise.all(
+    ids.map(async (id) => {
+      const [command, key] = count(keys.crawl(id));
+      const results = (await redis.pipeline().hget(keys.crawl(id).meta, 'state')[command](key).exec()) ?? [];
+      return results[0]?.[1] === state ? Number(results[1]?.[1]) : 0;
+    }),
+  );
+  return counts.reduce((a, b) => a + b, 0);
 }
 
 /** The dead-letter set of a crawl: job id -> record. */
-export async function getDeadLetters(redis: Redis, keys: Keys, crawlId: string): Promise<Record<string, import('./lifecycle.js').DeadLetter>> {
+export async function getDeadLetters(redis: RedisClient, keys: Keys, crawlId: string): Promise<Record<string, import('./lifecycle.js').DeadLetter>> {
   const raw = await redis.hgetall(keys.crawl(crawlId).dead);
   return Object.fromEntries(Object.entries(raw).map(([id, json]) => [id, JSON.parse(json)]));
 }

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import { jobId, runScript, urlFingerprint, type Keys } from '@crawlfleet/core';
+import { jobId, runScript, urlFingerprint, type Keys, type RedisClient } from '@crawlfleet/core';
 import type { ScopeVerdict } from './scope.js';
 
 export interface Candidate {
@@ -113,7 +112,7 @@ export function takenRequests(flat: readonly string[]): TakenRequest[] {
  * per crawl, whatever number of parsers find it at the same time; the same step takes URLs from
  * the frontier's head into the fetch stage while the crawl's window has room.
  */
-export async function admitUrls(redis: Redis, keys: Keys, crawlId: string, candidates: Candidate[], maxPages: number | undefined, take: FrontierTake): Promise<Admission> {
+export async function admitUrls(redis: RedisClient, keys: Keys, crawlId: string, candidates: Candidate[], maxPages: number | undefined, take: FrontierTake): Promise<Admission> {
   const list = uniqueCandidates(candidates);
   if (list.length === 0) return { admitted: [], taken: [], skipped: 0 };
   const k = keys.crawl(crawlId);

@@ -1,10 +1,9 @@
 import { Gauge, type Registry } from 'prom-client';
-import type { Redis } from 'ioredis';
-import type { Keys, Queues, Stage } from '@crawlfleet/core';
+import type { Keys, Queues, Stage, RedisClient } from '@crawlfleet/core';
 import { COUNTER_NAMES, frontierBacklog, getStatus, listCrawlIds } from '@crawlfleet/crawl';
 
 /** The fetch backlog's frontier part, for registerQueueGauges. */
-export const frontierOf = (redis: Redis, keys: Keys) => () => frontierBacklog(redis, keys);
+export const frontierOf = (redis: RedisClient, keys: Keys) => () => frontierBacklog(redis, keys);
 
 const JOB_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed', 'completed'] as const;
 /** What autoscaling reads: every job of the queue that is not finished (delayed ones included). */
@@ -49,7 +48,7 @@ export function registerQueueGauges(registry: Registry, queues: Partial<Queues>,
 }
 
 /** Every crawl's status counters and state, read from Redis at each scrape (exact, fleet-wide). */
-export function registerCrawlGauges(registry: Registry, redis: Redis, keys: Keys): void {
+export function registerCrawlGauges(registry: Registry, redis: RedisClient, keys: Keys): void {
   const statuses = async () => (await Promise.all((await listCrawlIds(redis, keys)).map((id) => getStatus(redis, keys, id)))).filter((s) => s !== undefined);
   new Gauge({
     name: 'crawlfleet_crawl_counter',

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import { runScript, type Keys } from '@crawlfleet/core';
+import { runScript, type Keys, type RedisClient } from '@crawlfleet/core';
 import type { HostPolicy } from './host-policy.js';
 import type { ProxyHealth } from './proxy-health.js';
 
@@ -49,7 +48,7 @@ export interface ReleaseInput {
  */
 export class Limiter {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
   ) {}
 

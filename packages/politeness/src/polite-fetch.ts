@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import { parseRetryAfter, type Keys, type Logger, type Spider } from '@crawlfleet/core';
+import { parseRetryAfter, type Keys, type Logger, type Spider, type RedisClient } from '@crawlfleet/core';
 import { classifyResponse, fetchPage, headerValue, isInlineRedirect, type FetchResult, type HttpRequestShape, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
 import { hostPolicy, jitterFactor, nextThrottleDelay } from './host-policy.js';
 import { Limiter, type ProxyOutcome } from './limiter.js';
@@ -59,7 +58,7 @@ export class PoliteFetcher {
   private readonly limiter: Limiter;
 
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     keys: Keys,
     private readonly pool: ProxyPool,
     private readonly robots: RobotsCache,

@@ -1,7 +1,6 @@
 import { proxyAgents } from '@crawlfleet/fetch';
 import type { Agents } from 'got';
-import type { Redis } from 'ioredis';
-import type { Keys, Logger } from '@crawlfleet/core';
+import type { Keys, Logger, RedisClient } from '@crawlfleet/core';
 import { healthFromHash, type ProxyHealth } from './proxy-health.js';
 import type { ProxyEntry } from './proxy-list.js';
 
@@ -9,7 +8,7 @@ import type { ProxyEntry } from './proxy-list.js';
 const HEALTH_CACHE_MS = 250;
 
 /** Every proxy the fleet has registered, with its health: for status and monitor (labels only). */
-export async function readProxyHealth(redis: Redis, keys: Keys): Promise<ProxyHealth[]> {
+export async function readProxyHealth(redis: RedisClient, keys: Keys): Promise<ProxyHealth[]> {
   const k = keys.polite();
   const labels = await redis.hgetall(k.proxies);
   const ids = Object.keys(labels).sort((a, b) => labels[a]!.localeCompare(labels[b]!));
@@ -48,7 +47,7 @@ export class ProxyPool {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     readonly entries: ProxyEntry[],
     private readonly log: Logger,

@@ -1,6 +1,5 @@
-import type { Redis } from 'ioredis';
 import { createRequire } from 'node:module';
-import type { Keys } from '@crawlfleet/core';
+import type { Keys, RedisClient } from '@crawlfleet/core';
 
 interface ParsedRobotsTxt {
   isAllowed(url: string, ua?: string): boolean | undefined;
@@ -58,7 +57,7 @@ export class RobotsCache {
   private readonly local = new Map<string, { lookup: Exclude<RobotsLookup, 'missing'>; until: number }>();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly ttlSeconds: number,
     private readonly unavailableSeconds = 30,

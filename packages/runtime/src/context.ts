@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import { Keys, SpiderModules, closeQueues, connectRedis, createLogger, createQueues, loadEnv, type Env, type Logger, type Queues } from '@crawlfleet/core';
+import { Keys, SpiderModules, closeQueues, connectRedis, createLogger, createQueues, loadEnv, type Env, type Logger, type Queues, type RedisClient } from '@crawlfleet/core';
 import { CrawlCache } from '@crawlfleet/crawl';
 import { FleetMetrics } from '@crawlfleet/monitoring';
 
@@ -7,7 +6,7 @@ import { FleetMetrics } from '@crawlfleet/monitoring';
 export interface FleetContext {
   env: Env;
   log: Logger;
-  redis: Redis;
+  redis: RedisClient;
   keys: Keys;
   queues: Queues;
   crawls: CrawlCache;

@@ -41,32 +41,31 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
   // The lock is left to expire: the fleet runs one round per interval, however many processes tick.
   if ((await redis.set(lock.lock, owner, 'PX', Math.max(intervalMs - 100, 100), 'NX')) !== 'OK') return;
   const crawlIds = await listCrawlIds(redis, keys);
-  const pipeline = redis.pipeline();
-  for (const id of crawlIds) {
-    const k = keys.crawl(id);
-    pipeline.hget(k.meta, 'state');
-    for (const stage of STAGES) pipeline.scard(k.pending[stage]);
-    pipeline.hlen(k.seeding);
-    pipeline.hlen(k.suspects);
-    pipeline.hgetall(k.counters);
-    for (const stage of STAGES) pipeline.scard(k.parked[stage]);
-    pipeline.llen(k.frontier);
-  }
-  const results = ((await pipeline.exec()) ?? []).map((r) => r[1]);
-  const per = 1 + STAGES.length + 3 + STAGES.length + 1;
-  const crawls = crawlIds.map((crawlId, i) => {
-    const r = results.slice(i * per, (i + 1) * per);
-    return {
-      crawlId,
-      state: r[0] as string | null,
-      pending: Object.fromEntries(STAGES.map((s, j) => [s, Number(r[1 + j])])) as Record<Stage, number>,
-      seeding: Number(r[4]),
-      suspects: Number(r[5]),
-      counters: r[6] as Record<string, string>,
-      parked: STAGES.reduce((n, _s, j) => n + Number(r[7 + j]), 0),
-      frontier: Number(r[10]),
-    };
-  });
+  // One round trip per crawl, all at once: a crawl's keys share its slot, two crawls' may not.
+  const crawls = await Promise.all(
+    crawlIds.map(async (crawlId) => {
+      const k = keys.crawl(crawlId);
+      const pipeline = redis.pipeline();
+      pipeline.hget(k.meta, 'state');
+      for (const stage of STAGES) pipeline.scard(k.pending[stage]);
+      pipeline.hlen(k.seeding);
+      pipeline.hlen(k.suspects);
+      pipeline.hgetall(k.counters);
+      for (const stage of STAGES) pipeline.scard(k.parked[stage]);
+      pipeline.llen(k.frontier);
+      const r = ((await pipeline.exec()) ?? []).map((result) => result[1]);
+      return {
+        crawlId,
+        state: r[0] as string | null,
+        pending: Object.fromEntries(STAGES.map((s, j) => [s, Number(r[1 + j])])) as Record<Stage, number>,
+        seeding: Number(r[4]),
+        suspects: Number(r[5]),
+        counters: r[6] as Record<string, string>,
+        parked: STAGES.reduce((n, _s, j) => n + Number(r[7 + j]), 0),
+        frontier: Number(r[10]),
+      };
+    }),
+  );
   // Ids that no live job may carry: more pending (in running and paused crawls) than live jobs.
   const short = new Set<Stage>();
   for (const stage of STAGES) {

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import type { Keys } from '@crawlfleet/core';
+import type { Keys, RedisClient } from '@crawlfleet/core';
 import { getCrawlState, type CrawlState } from '@crawlfleet/crawl';
 
 const TERMINAL: CrawlState[] = ['done', 'failed', 'cancelled'];
@@ -9,7 +8,7 @@ const TERMINAL: CrawlState[] = ['done', 'failed', 'cancelled'];
  * finished the crawl's last job, so this only reads it.
  */
 export async function waitForEnd(
-  redis: Redis,
+  redis: RedisClient,
   keys: Keys,
   crawlId: string,
   options: { timeoutMs?: number; pollMs?: number; onTick?: () => Promise<void> | void } = {},

@@ -116,9 +116,10 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       }
       if (verdict.kind !== 'ok') throw new GiveUpError('ERR_HTTP_STATUS', verdict.reason, fetched, { url: data.url, status: page.status });
       if (isParseable(page.contentType, page.body)) {
+        const parseId = jobId('parse', fingerprint);
         await enqueueJobs(ctx.redis, ctx.keys, ctx.queues, 'parse', data.crawlId, [
           {
-            id: jobId('parse', fingerprint),
+            id: parseId,
             data: {
               crawlId: data.crawlId,
               url: data.url,
@@ -135,6 +136,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
             opts: { attempts: 3, backoff: { type: 'crawlfleet' } },
           },
         ]);
+        return { ...fetched, handedOver: parseId };
       }
       return fetched;
     },

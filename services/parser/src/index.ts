@@ -45,9 +45,10 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
         spider,
         rules,
       );
-      if (page.items.length > 0) {
+      const writeId = page.items.length > 0 ? jobId('write', fingerprint) : undefined;
+      if (writeId) {
         await enqueueJobs(ctx.redis, ctx.keys, ctx.queues, 'write', data.crawlId, [
-          { id: jobId('write', fingerprint), data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items }, opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' } } },
+          { id: writeId, data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items }, opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' } } },
         ]);
       }
       await noteInvalidReasons(ctx.redis, ctx.keys, data.crawlId, page.invalidReasons);
@@ -64,7 +65,7 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
           settled: { urls: settledUrls, scope: incarnation },
         }),
       );
-      return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow } };
+      return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow }, ...(writeId ? { handedOver: writeId } : {}) };
     },
   });
   const stopWatching = watchBackpressure(worker, ctx.queues.write, ctx.env.writeHighWater, ctx.log, 500, () => parkedJobs(ctx.redis, ctx.keys, 'write'));

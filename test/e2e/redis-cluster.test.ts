@@ -1,0 +1,188 @@
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import { Keys, SCRIPT_NAMES, connectRedis, runScript, scriptSource, type RedisClient } from '@crawlfleet/core';
+import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
+import { redisCli, startRedisCluster, startRedisSentinel } from '../fixtures/redis-cluster.mjs';
+import { comparable, readJsonl, runCli, spawnCli, tempDir, testEnv, waitFor, writeJson } from '../helpers/cli.js';
+
+// issue #12: the fleet on a real Redis Cluster (3 masters, 3 replicas) and on Sentinel (one primary,
+// two replicas, three sentinels), all Debian's redis-server on loopback ports.
+
+const FIELDS = ['type', 'url', 'link', 'title', 'price', 'sku', 'category', 'tags'];
+
+type Fleet = ReturnType<typeof spawnCli>[];
+
+/** Fetchers, a parser and a writer as separate processes. */
+function startFleet(env: NodeJS.ProcessEnv, fetchers = 2): Fleet {
+  const fleet: Fleet = [];
+  for (let i = 0; i < fetchers; i++) fleet.push(spawnCli(['worker', 'fetcher', '--concurrency', '16'], { env }));
+  fleet.push(spawnCli(['worker', 'parser', '--concurrency', '8'], { env }), spawnCli(['worker', 'writer'], { env }));
+  return fleet;
+}
+
+async function stopFleet(fleet: Fleet): Promise<(number | null)[]> {
+  for (const w of fleet) w.kill('SIGTERM');
+  const results = await Promise.all(fleet.map((w) => w.result));
+  return results.map((r) => r.code);
+}
+
+async function statusOf(env: NodeJS.ProcessEnv, crawlId: string) {
+  const run = await runCli(['status', '--crawl-id', crawlId, '--json'], { env });
+  expect(run.code).toBe(0);
+  return JSON.parse(run.stdout);
+}
+
+/**
+ * A crawl of 2,162 pages by a fleet of separate processes on `redisUrl`; after 600 pages,
+ * `failover` kills the master that matters and waits for its replica to take over. The crawl must
+ * end done by itself with exactly the site's items, none lost, none doubled.
+ */
+async function crawlThroughFailover(label: string, redisUrl: string, crawlId: string, failover: () => Promise<void>): Promise<void> {
+  const shape = siteShape(2000, 25);
+  const site = await startCatalogueSite(shape, { delayMs: 5 });
+  const dir = tempDir(label);
+  // The reconciler checks often, so a job lost with the master is rebuilt within the test's time.
+  const env = testEnv(`cf-${label}`, { REDIS_URL: redisUrl, RECONCILE_INTERVAL_MS: '3000', RECONCILE_GRACE_MS: '10000' });
+  const fleet = startFleet(env);
+  try {
+    const out = join(dir, 'items.jsonl');
+    expect((await runCli(['seed', writeJson(dir, 'spider.json', catalogueSpider(site.url)), '--crawl-id', crawlId, '--sink', out], { env })).code).toBe(0);
+    await waitFor(async () => (await statusOf(env, crawlId)).counters.fetched >= 600, 120_000, '600 pages fetched');
+    const killedAt = Date.now();
+    await failover();
+    process.stderr.write(`${label} failover: a replica took over ${Date.now() - killedAt} ms after kill -9\n`);
+    expect((await runCli(['wait', '--crawl-id', crawlId, '--timeout', '240'], { env, timeoutMs: 250_000 })).code).toBe(0);
+    const truth = groundTruth(site.url, shape);
+    const expected = [...truth.products, ...truth.listings];
+    const items = readJsonl(out);
+    const status = await statusOf(env, crawlId);
+    process.stderr.write(
+      `${label} failover: ${items.length} items of ${expected.length}; ${status.counters.fetched} fetches for ${truth.paths.size} pages, ${status.counters.reconciled} jobs rebuilt by the reconciler\n`,
+    );
+    expect(comparable(items, FIELDS)).toEqual(comparable(expected, FIELDS));
+    expect(status.state).toBe('done');
+    expect(status.counters).toMatchObject({ seen: truth.paths.size, failed: 1, written: items.length });
+    expect(await stopFleet(fleet)).toEqual(fleet.map(() => 0));
+  } finally {
+    for (const w of fleet) if (w.exitCode === null) w.kill('SIGKILL');
+    await site.close();
+  }
+}
+
+describe('Redis Cluster: 3 masters, 3 replicas', () => {
+  let cluster: Awaited<ReturnType<typeof startRedisCluster>>;
+  const dir = tempDir('cluster');
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ masters: 3, replicasEach: 1, nodeTimeoutMs: 3000 });
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  test('the fleet as separate processes, every Lua script on the cluster without CROSSSLOT, then status, monitor, replay and the dashboard', async () => {
+    const site = await startCatalogueSite(siteShape(400, 20));
+    const env = testEnv('cf', { REDIS_URL: cluster.url });
+    const fleet = startFleet(env);
+    let redis: RedisClient | undefined;
+    try {
+      const spider = writeJson(dir, 'catalogue.json', catalogueSpider(site.url));
+      const out = join(dir, 'items.jsonl');
+      expect((await runCli(['seed', spider, '--crawl-id', 'on-cluster', '--sink', out], { env })).code).toBe(0);
+      const waited = await runCli(['wait', '--crawl-id', 'on-cluster', '--timeout', '150'], { env, timeoutMs: 160_000 });
+      expect(waited.code).toBe(0);
+      const truth = groundTruth(site.url, siteShape(400, 20));
+      const items = readJsonl(out);
+      expect(comparable(items, FIELDS)).toEqual(comparable([...truth.products, ...truth.listings], FIELDS));
+      expect(Math.max(...site.counts().values())).toBe(1);
+      const status = await statusOf(env, 'on-cluster');
+      expect(status.state).toBe('done');
+      expect(status.counters).toMatchObject({ seen: truth.paths.size, fetched: truth.paths.size, written: items.length, failed: 1, invalid: truth.invalid });
+
+      // The one dead letter (the site's broken link) goes back to work and fails again, alone.
+      const replayed = await runCli(['replay', '--crawl-id', 'on-cluster'], { env });
+      expect(replayed.code).toBe(0);
+      expect((await runCli(['wait', '--crawl-id', 'on-cluster', '--timeout', '60'], { env, timeoutMs: 70_000 })).code).toBe(0);
+      const afterReplay = await statusOf(env, 'on-cluster');
+      const deadAgain = JSON.parse((await runCli(['dead-letters', '--crawl-id', 'on-cluster', '--json'], { env })).stdout) as { url: string; code: string }[];
+      expect(afterReplay.state).toBe('done');
+      expect(afterReplay.counters).toMatchObject({ replayed: 1, failed: 1 });
+      expect(deadAgain.map((d) => [d.url, d.code])).toEqual([[`${site.url}/catalogue/missing-page.html`, 'ERR_HTTP_STATUS']]);
+
+      redis = await connectRedis(cluster.url);
+      const k = new Keys('cf').crawl('on-cluster');
+      // The frontier's take outside finishJob (resume, a seeder's top-up), which a crawl this small
+      // never needs: the frontier is empty, so nothing is taken.
+      expect(await runScript(redis, 'takeFrontier', [k.meta, k.frontier, k.pending.fetch, k.requests], [1000, 1])).toEqual([]);
+      // The reconciler's script, which a crawl without lost jobs never needs: a job that is not
+      // pending any more is left alone (0).
+      expect(await runScript(redis, 'rewindUrl', [k.pending.parse, k.pending.fetch, k.rebuilds, k.suspects, k.urls, k.active.parse, k.delayed.parse], ['pnot-pending', 5])).toBe(0);
+
+      // Every script ran on the master of its keys' slot: each is in some master's script cache
+      // (ioredis sends EVAL when EVALSHA finds none, and a CROSSSLOT refusal comes before that).
+      const masters = (await cluster.nodes()).filter((n: { flags: string[] }) => n.flags.includes('master')).map((n: { port: number }) => n.port);
+      const cached = new Set<string>();
+      for (const port of masters) {
+        const shas = SCRIPT_NAMES.map((s) => createHash('sha1').update(scriptSource(s)).digest('hex'));
+        const exists = (await redisCli(port, 'SCRIPT', 'EXISTS', ...shas)).trim().split('\n').map(Number);
+        SCRIPT_NAMES.forEach((s, i) => {
+          if (exists[i] === 1) cached.add(s);
+        });
+      }
+      expect([...cached].sort()).toEqual([...SCRIPT_NAMES].sort());
+
+      // status, monitor and the dashboard (Bull Board's API, the status objects, the metrics).
+      const all = JSON.parse((await runCli(['status', '--json'], { env })).stdout);
+      expect(all.map((s: { crawlId: string }) => s.crawlId)).toEqual(['on-cluster']);
+      const monitor = await runCli(['monitor', '--once', '--crawl-id', 'on-cluster'], { env });
+      expect(monitor.code).toBe(0);
+      expect(monitor.stdout).toContain('on-cluster');
+      const port = 20000 + Math.floor(Math.random() * 10000);
+      const dashboard = spawnCli(['dashboard', '--port', String(port)], { env });
+      try {
+        await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000, 'the dashboard');
+        const queues = (await (await fetch(`http://127.0.0.1:${port}/api/queues`)).json()) as { queues: { name: string; counts: Record<string, number> }[] };
+        expect(queues.queues.map((q) => q.name).sort()).toEqual(['fetch', 'parse', 'write']);
+        const crawls = (await (await fetch(`http://127.0.0.1:${port}/api/crawls`)).json()) as { crawlId: string; state: string }[];
+        expect(crawls.map((c) => [c.crawlId, c.state])).toEqual([['on-cluster', 'done']]);
+        expect(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).toContain('crawlfleet_queue_backlog');
+      } finally {
+        dashboard.kill('SIGTERM');
+        await dashboard.result;
+      }
+      expect(await stopFleet(fleet)).toEqual(fleet.map(() => 0));
+    } finally {
+      for (const w of fleet) if (w.exitCode === null) w.kill('SIGKILL');
+      redis?.disconnect();
+      await site.close();
+    }
+  });
+
+  test('kill -9 of the master serving the crawl and the fetch queue, mid-crawl of 2,162 pages: its replica takes over and the crawl ends done with exactly the right items', async () => {
+    // The busiest slots: the fetch queue's and the crawl's. A crawl id whose slot is on the same
+    // master as the fetch queue, so one kill takes both.
+    const slotOf = async (key: string) => Number((await redisCli(cluster.ports[0]!, 'CLUSTER', 'KEYSLOT', key)).trim());
+    const fetchMaster = await cluster.masterOf(await slotOf('{fetch}'));
+    let crawlId = '';
+    for (let i = 0; !crawlId; i++) if ((await cluster.masterOf(await slotOf(`{failover-${i}}`))) === fetchMaster) crawlId = `failover-${i}`;
+    await crawlThroughFailover('cluster', cluster.url, crawlId, async () => {
+      cluster.kill(fetchMaster);
+      await cluster.waitForFailover(fetchMaster);
+    });
+  });
+});
+
+describe('Redis Sentinel: one primary, two replicas, three sentinels', () => {
+  test('kill -9 of the primary mid-crawl: the sentinels promote a replica, and the crawl ends done with exactly the right items', async () => {
+    const sentinel = await startRedisSentinel({ replicas: 2, sentinels: 3, downAfterMs: 2000 });
+    try {
+      await crawlThroughFailover('sentinel', sentinel.url, 'sentinel', async () => {
+        const primary = await sentinel.primary();
+        sentinel.kill(primary);
+        await sentinel.waitForFailover(primary);
+      });
+    } finally {
+      await sentinel.stop();
+    }
+  });
+});
