@@ -6,6 +6,7 @@ import { MongoClient } from 'mongodb';
 import { extractorName } from './sites.js';
 import { runMeasured, startMeasured, cpuSecondsOf } from './processes.js';
 import { redisCost, snapshot } from './redis-stats.js';
+import { redisCli } from '../test/fixtures/redis-cluster.mjs';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CLI = join(ROOT, 'bin/crawlfleet');
@@ -113,6 +114,7 @@ async function fleetNp(site, ctx, mix, mongo, cluster = false) {
   const options = { env, dir: ctx.dir };
   const sink = mongo ? 'mongo' : join(ctx.dir, `items-${prefix}.jsonl`);
   const before = cluster ? undefined : await snapshot(ctx.redis);
+  const shardsBefore = cluster ? await commandsPerMaster(await ctx.cluster()) : undefined;
   const storeCpuBefore = ctx.storePid ? cpuSecondsOf(ctx.storePid) : 0;
   const started = performance.now();
   const workers = [
@@ -121,12 +123,14 @@ async function fleetNp(site, ctx, mix, mongo, cluster = false) {
     ...Array.from({ length: mix.writers }, (_, i) => startMeasured(`writer${i + 1}`, CLI, ['worker', 'writer'], options)),
   ];
   let seed, wait, seconds, after, storeCpu;
+  const result0 = {};
   try {
     seed = await runMeasured('seed', CLI, ['seed', spider, '--crawl-id', crawlId, '--sink', sink], options);
     wait = await runMeasured('wait', CLI, ['wait', '--crawl-id', crawlId], options);
     seconds = (performance.now() - started) / 1000;
     // before the workers shut down: their goodbyes are not the crawl's cost
     after = cluster ? undefined : await snapshot(ctx.redis);
+    if (cluster) result0.shards = spread(shardsBefore, await commandsPerMaster(await ctx.cluster()));
     storeCpu = ctx.storePid ? cpuSecondsOf(ctx.storePid) - storeCpuBefore : undefined;
   } finally {
     for (const w of workers) w.stop();
@@ -138,7 +142,15 @@ async function fleetNp(site, ctx, mix, mongo, cluster = false) {
   const status = JSON.parse((await runMeasured('status', CLI, ['status', '--crawl-id', crawlId, '--json'], options)).stdout);
   if (!cluster) await dropPrefix(ctx.redis, prefix);
   const pages = status.counters.fetched;
-  const result = { seconds, pages, items: status.counters.written, processes: [seed, ...procs, wait], redis: cluster ? null : redisCost(before, after, pages, requests), mix: mixName(mix) };
+  const result = {
+    seconds,
+    pages,
+    items: status.counters.written,
+    processes: [seed, ...procs, wait],
+    redis: cluster ? null : redisCost(before, after, pages, requests),
+    mix: mixName(mix),
+    ...result0,
+  };
   if (mongoUrl) {
     const client = await MongoClient.connect(mongoUrl);
     try {
@@ -155,6 +167,25 @@ async function fleetNp(site, ctx, mix, mongo, cluster = false) {
     }
   }
   return result;
+}
+
+/** Commands each master of the cluster has run so far (INFO commandstats, scripts' commands included), by port. */
+async function commandsPerMaster(cluster) {
+  const masters = (await cluster.nodes()).filter((n) => n.flags.includes('master')).map((n) => n.port);
+  const counts = {};
+  for (const port of masters) {
+    const info = await redisCli(port, 'INFO', 'commandstats');
+    counts[port] = [...info.matchAll(/calls=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+  }
+  return counts;
+}
+
+/** Pure: how a run's commands spread over the masters: each one's share, and the busiest one's. */
+function spread(before, after) {
+  const ran = Object.keys(after).map((port) => after[port] - (before[port] ?? 0));
+  const total = ran.reduce((a, b) => a + b, 0);
+  const shares = ran.map((n) => Number((n / total).toFixed(3))).sort((a, b) => b - a);
+  return { commands: total, shares, busiestShare: shares[0] };
 }
 
 /** mode name -> run(site, ctx); fleet-np takes its mix from ctx.npMix. */

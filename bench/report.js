@@ -27,6 +27,7 @@ export function perRunFigures(runs) {
       cpuSecondsPer1000Pages: round((cpu * 1000) / r.pages, 2),
       peakRssMB: Object.fromEntries(r.processes.map((p) => [p.role, p.peakRssMB])),
       ...(r.redis ? { redis: r.redis } : {}),
+      ...(r.shards ? { shards: r.shards } : {}),
       ...(r.storeItemsPerSecond !== undefined ? { storeItemsPerSecond: r.storeItemsPerSecond } : {}),
       ...(r.storeCpuSecondsPer1000Pages !== undefined ? { storeCpuSecondsPer1000Pages: r.storeCpuSecondsPer1000Pages } : {}),
     };
@@ -59,6 +60,7 @@ export function medianFigures(figures) {
           }
         : {}),
       ...(runs[0].storeItemsPerSecond !== undefined ? { storeItemsPerSecond: of((r) => r.storeItemsPerSecond) } : {}),
+      ...(runs[0].shards ? { busiestShardShare: of((r) => r.shards.busiestShare) } : {}),
     };
   }
   return out;

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { Keys, SCRIPT_NAMES, connectRedis, runScript, scriptSource, type RedisClient } from '@crawlfleet/core';
+import { Keys, SCRIPT_NAMES, connectRedis, runScript, scriptSource, validateSpider, type RedisClient } from '@crawlfleet/core';
+import { Limiter, healthFromHash, hostPolicy } from '@crawlfleet/politeness';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { redisCli, startRedisCluster, startRedisSentinel } from '../fixtures/redis-cluster.mjs';
 import { comparable, readJsonl, runCli, spawnCli, tempDir, testEnv, waitFor, writeJson } from '../helpers/cli.js';
@@ -117,6 +118,32 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
       // The reconciler's script, which a crawl without lost jobs never needs: a job that is not
       // pending any more is left alone (0).
       expect(await runScript(redis, 'rewindUrl', [k.pending.parse, k.pending.fetch, k.rebuilds, k.suspects, k.urls, k.active.parse, k.delayed.parse], ['pnot-pending', 5])).toBe(0);
+
+      // The proxy path, which a crawl without proxies never takes: a proxied request takes its
+      // host then its proxy (one per second, a burst of 1); a second one must wait for the proxy
+      // and gives its host back; the first one's outcome is recorded on the proxy.
+      const limiter = new Limiter(redis, new Keys('cf'));
+      const proxy = healthFromHash('cccccccccccc', 'c', {});
+      const spiderPolicy = hostPolicy(validateSpider({ name: 'p', politeness: { concurrencyPerHost: 2, delayPerHost: 0 } }), 'proxied.test');
+      const ask = (leaseId: string) =>
+        limiter.acquire({
+          host: 'proxied.test',
+          leaseId,
+          leaseMs: 10_000,
+          policy: spiderPolicy,
+          jitter: 1,
+          deferrals: 0,
+          proxies: [proxy],
+          ratePerProxy: 1,
+          burstPerProxy: 1,
+          maxHoldMs: 60_000,
+          line: 'on-cluster',
+        });
+      expect(await ask('l-1')).toMatchObject({ go: true, proxy: { id: 'cccccccccccc' } });
+      expect(await ask('l-2')).toMatchObject({ go: false, reason: 'proxy-rate' });
+      expect(
+        await limiter.release({ host: 'proxied.test', leaseId: 'l-1', proxy: { id: 'cccccccccccc', outcome: 'ok' }, latencyMs: 5, banAfterFailures: 3, probeAfterMs: 1000, maxHoldMs: 60_000 }),
+      ).toBe(false);
 
       // Every script ran on the master of its keys' slot: each is in some master's script cache
       // (ioredis sends EVAL when EVALSHA finds none, and a CROSSSLOT refusal comes before that).

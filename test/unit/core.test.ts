@@ -1,4 +1,18 @@
-import { ConfigError, DEFAULT_BLOCK_PATTERNS, Keys, jobId, parseRetryAfter, redactUrl, retryDelay, urlFingerprint, validateJob, validateSpider, sinkSpecFor } from '@crawlfleet/core';
+import {
+  ConfigError,
+  DEFAULT_BLOCK_PATTERNS,
+  Keys,
+  POLITE_SHARDS,
+  jobId,
+  politeShard,
+  parseRetryAfter,
+  redactUrl,
+  retryDelay,
+  urlFingerprint,
+  validateJob,
+  validateSpider,
+  sinkSpecFor,
+} from '@crawlfleet/core';
 
 describe('spider validation', () => {
   test('fills in the contract defaults', () => {
@@ -111,5 +125,27 @@ describe('sinks', () => {
     expect(sinkSpecFor('out/items.jsonl', '/w')).toEqual({ kind: 'jsonl', path: '/w/out/items.jsonl' });
     expect(sinkSpecFor('/tmp/x.csv')).toEqual({ kind: 'csv', path: '/tmp/x.csv' });
     expect(() => sinkSpecFor('x.xml')).toThrow(ConfigError);
+  });
+});
+
+describe('politeness keys on a cluster', () => {
+  test("a host's keys and its robots.txt share one of POLITE_SHARDS slots by the host's hash; the proxies share {polite}", () => {
+    const k = new Keys('p').polite();
+    const shard = politeShard('books.example');
+    expect(k.host('books.example')).toBe(`p:{polite:${shard}}:host:books.example`);
+    expect(k.hostLeases('books.example')).toBe(`p:{polite:${shard}}:host:books.example:leases`);
+    expect(k.robots('https://books.example:8443')).toBe(`p:{polite:${shard}}:robots:https://books.example:8443`);
+    expect(k.robotsLock('http://books.example')).toBe(`p:{polite:${shard}}:robots-lock:http://books.example`);
+    expect(k.proxy('abc')).toBe('p:{polite}:proxy:abc');
+    expect(k.proxies).toBe('p:{polite}:proxies');
+  });
+
+  test('hosts spread evenly: 10,000 host names fill every shard, none with more than 1.2 times its share', () => {
+    const counts = new Array<number>(POLITE_SHARDS).fill(0);
+    for (let i = 0; i < 10_000; i++) counts[politeShard(`shop-${i}.example.com`)]!++;
+    expect(Math.min(...counts)).toBeGreaterThan(0);
+    expect(Math.max(...counts)).toBeLessThan((10_000 / POLITE_SHARDS) * 1.2);
+    // and the same host always lands in the same shard, in every process
+    expect(politeShard('shop-1.example.com')).toBe(politeShard('shop-1.example.com'));
   });
 });

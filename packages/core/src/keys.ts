@@ -6,6 +6,7 @@ import { ConfigError } from './errors.js';
  * Hash tags keep the fleet Redis Cluster ready:
  * - each queue lives in its own slot: BullMQ prefix `<P>:{fetch}`, so its keys are `<P>:{fetch}:fetch:*`;
  * - all keys of one crawl share the slot `{<crawlId>}`, so every Lua script over them is single-slot;
+ * - a host's politeness keys share the slot `{polite:<n>}` (n by the host's hash), the proxies' `{polite}`;
  * - the crawl index `<P>:crawls` is touched only by plain commands, never inside a script.
  */
 export const STAGES = ['fetch', 'parse', 'write'] as const;
@@ -56,7 +57,7 @@ export interface CrawlKeys {
 }
 
 export interface PoliteKeys {
-  /** hash: a host's politeness state (see acquireSlot-v.lua) */
+  /** hash: a host's politeness state (see acquireHost-2.lua) */
   host(host: string): string;
   /** sorted set: the host's requests in flight (lease id -> expiry) */
   hostLeases(host: string): string;
@@ -68,6 +69,22 @@ export interface PoliteKeys {
   /** string: a host's robots.txt as fetched (JSON), with a TTL */
   robots(origin: string): string;
   robotsLock(origin: string): string;
+}
+
+/**
+ * How many slots the hosts' politeness keys are spread over. Every process of a fleet must agree on
+ * it (a host's keys must be the same everywhere), so it is a constant of the code, not a setting.
+ */
+export const POLITE_SHARDS = 16;
+
+/** Pure: which of the POLITE_SHARDS slots holds a host's politeness keys (FNV-1a of the host name). */
+export function politeShard(host: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < host.length; i++) {
+    hash ^= host.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % POLITE_SHARDS;
 }
 
 /** Fields (buckets) of the seen-URL index hash; lua/includes/urlIndex.lua must say the same. */
@@ -115,19 +132,22 @@ export class Keys {
 
   /**
    * Politeness state is the fleet's, not one crawl's: two crawls on one host share its limits, and a
-   * proxy's health is the same whoever uses it. Every such key shares the slot `{polite}`, so one
-   * script can take a host's lease and a proxy's request together.
+   * proxy's health is the same whoever uses it. A host's keys (its state, leases and robots.txt)
+   * share the slot `{polite:<n>}`, n = politeShard(host), so one script keeps the host's limits
+   * atomic while hosts spread over a cluster's shards; every proxy's keys share `{polite}`.
    */
   polite(): PoliteKeys {
-    const base = `${this.prefix}:{polite}`;
+    const tag = (host: string) => `${this.prefix}:{polite:${politeShard(host)}}`;
+    const proxies = `${this.prefix}:{polite}`;
+    const originHost = (origin: string) => origin.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').replace(/:\d+$/, '');
     return {
-      host: (host: string) => `${base}:host:${host}`,
-      hostLeases: (host: string) => `${base}:host:${host}:leases`,
-      proxy: (id: string) => `${base}:proxy:${id}`,
-      proxies: `${base}:proxies`,
-      probeLock: (id: string) => `${base}:probe:${id}`,
-      robots: (origin: string) => `${base}:robots:${origin}`,
-      robotsLock: (origin: string) => `${base}:robots-lock:${origin}`,
+      host: (host: string) => `${tag(host)}:host:${host}`,
+      hostLeases: (host: string) => `${tag(host)}:host:${host}:leases`,
+      proxy: (id: string) => `${proxies}:proxy:${id}`,
+      proxies: `${proxies}:proxies`,
+      probeLock: (id: string) => `${proxies}:probe:${id}`,
+      robots: (origin: string) => `${tag(originHost(origin))}:robots:${origin}`,
+      robotsLock: (origin: string) => `${tag(originHost(origin))}:robots-lock:${origin}`,
     };
   }
 

@@ -23,8 +23,11 @@ const SCRIPT_FILES = {
   replayDeadLetter: 'replayDeadLetter-7.lua',
   registerCrawl: 'registerCrawl-1.lua',
   noteInvalid: 'noteInvalid-1.lua',
-  acquireSlot: 'acquireSlot-v.lua',
-  releaseSlot: 'releaseSlot-v.lua',
+  acquireHost: 'acquireHost-2.lua',
+  takeProxy: 'takeProxy-v.lua',
+  undoHost: 'undoHost-2.lua',
+  releaseHost: 'releaseHost-2.lua',
+  proxyOutcome: 'proxyOutcome-1.lua',
 } as const;
 
 export type ScriptName = keyof typeof SCRIPT_FILES;

@@ -44,7 +44,9 @@ export interface ReleaseInput {
 
 /**
  * The fleet-wide limiter: per-host concurrency, delay and Retry-After holds, and per-proxy request
- * rates, all in Redis and changed atomically (acquireSlot-v.lua, releaseSlot-v.lua).
+ * rates, all in Redis and changed atomically. A host's keys and the proxies' keys live in two slots
+ * (keys.ts), so a proxied request takes its host (acquireHost-2.lua), then its proxy
+ * (takeProxy-v.lua), and gives the host back (undoHost-2.lua) when no proxy may send it yet.
  */
 export class Limiter {
   constructor(
@@ -55,47 +57,45 @@ export class Limiter {
   async acquire(input: AcquireInput): Promise<Grant> {
     const k = this.keys.polite();
     const { policy } = input;
-    const [go, value, extra] = await runScript<[number, number, string]>(
+    const hostKeys = [k.host(input.host), k.hostLeases(input.host)];
+    const [go, value, extra, previousLast, grantedAt] = await runScript<[number, number, string, string, string]>(this.redis, 'acquireHost', hostKeys, [
+      input.leaseId,
+      input.leaseMs,
+      policy.concurrency,
+      policy.delayMs,
+      input.jitter,
+      policy.autoThrottle.enabled ? '1' : '0',
+      policy.autoThrottle.maxDelay,
+      input.deferrals,
+      input.maxHoldMs,
+      input.line,
+    ]);
+    if (go !== 1) return { go: false, waitMs: value, reason: extra as WaitReason };
+    const hostDelayMs = Number(extra);
+    if (input.proxies.length === 0) return { go: true, proxy: undefined, hostDelayMs };
+    const [proxyGo, proxyValue, proxyReason] = await runScript<[number, number, string]>(
       this.redis,
-      'acquireSlot',
-      [k.host(input.host), k.hostLeases(input.host), ...input.proxies.map((p) => k.proxy(p.id))],
-      [
-        input.leaseId,
-        input.leaseMs,
-        policy.concurrency,
-        policy.delayMs,
-        input.jitter,
-        policy.autoThrottle.enabled ? '1' : '0',
-        policy.autoThrottle.maxDelay,
-        input.deferrals,
-        input.ratePerProxy,
-        input.burstPerProxy,
-        input.maxHoldMs,
-        input.line,
-      ],
+      'takeProxy',
+      input.proxies.map((p) => k.proxy(p.id)),
+      [input.ratePerProxy, input.burstPerProxy, input.deferrals, input.line],
     );
-    if (go === 1) return { go: true, proxy: value > 0 ? input.proxies[value - 1] : undefined, hostDelayMs: Number(extra) };
-    return { go: false, waitMs: value, reason: extra as WaitReason };
+    if (proxyGo === 1) return { go: true, proxy: input.proxies[proxyValue - 1], hostDelayMs };
+    await runScript(this.redis, 'undoHost', hostKeys, [input.leaseId, previousLast, grantedAt]);
+    return { go: false, waitMs: proxyValue, reason: proxyReason as WaitReason };
   }
 
   /** Returns true when this outcome banned the proxy. */
   async release(input: ReleaseInput): Promise<boolean> {
     const k = this.keys.polite();
-    const result = await runScript<string>(
+    const latency = input.latencyMs === undefined ? '' : Math.round(input.latencyMs);
+    await runScript(
       this.redis,
-      'releaseSlot',
-      [k.host(input.host), k.hostLeases(input.host), ...(input.proxy ? [k.proxy(input.proxy.id)] : [])],
-      [
-        input.leaseId,
-        input.latencyMs === undefined ? '' : Math.round(input.latencyMs),
-        input.holdMs === undefined ? '' : Math.round(input.holdMs),
-        input.hostDelayMs === undefined ? '' : Math.round(input.hostDelayMs),
-        input.proxy?.outcome ?? '',
-        input.banAfterFailures,
-        input.probeAfterMs,
-        input.maxHoldMs,
-      ],
+      'releaseHost',
+      [k.host(input.host), k.hostLeases(input.host)],
+      [input.leaseId, latency, input.holdMs === undefined ? '' : Math.round(input.holdMs), input.hostDelayMs === undefined ? '' : Math.round(input.hostDelayMs), input.maxHoldMs],
     );
+    if (!input.proxy) return false;
+    const result = await runScript<string>(this.redis, 'proxyOutcome', [k.proxy(input.proxy.id)], [input.proxy.outcome, latency, input.banAfterFailures, input.probeAfterMs]);
     return result === 'banned';
   }
 }

@@ -18,7 +18,7 @@ export interface PoliteFetchInput {
   /** redirects that led to this URL: they count against limits.maxRedirects */
   redirects?: number;
   userAgent: string;
-  /** the crawl: its deferred requests queue in a line of their own (acquireSlot-v.lua) */
+  /** the crawl: its deferred requests queue in a line of their own (acquireHost-2.lua, takeProxy-v.lua) */
   crawlId?: string;
   /** what a code spider's request hook asked for (never applied to robots.txt) */
   request?: HttpRequestShape;

@@ -1,6 +1,6 @@
 import type { Spider } from '@crawlfleet/core';
 
-/** A proxy's health as every fetcher sees it (kept in Redis by releaseSlot-v.lua). */
+/** A proxy's health as every fetcher sees it (kept in Redis by proxyOutcome-1.lua). */
 export interface ProxyHealth {
   id: string;
   label: string;

@@ -1,12 +1,13 @@
 --[[
-  May one request start now, to this host and through one of these proxies? Fleet-wide and atomic:
-  every fetcher on every machine asks here, and the clock is Redis's own (TIME), not the caller's.
+  May one request start now on this host? Fleet-wide and atomic: every fetcher on every machine asks
+  here, and the clock is Redis's own (TIME), not the caller's. A host's keys share one slot,
+  `{polite:<n>}` by the host's hash (keys.ts), so hosts spread over a cluster's shards; a request
+  through a proxy then takes the proxy's request in takeProxy-v.lua (the proxies' slot), and gives
+  the host back with undoHost-2.lua when no proxy may send it yet.
 
-  KEYS[1]    host hash: last (last start, ms), q:<line> (end of one crawl's line of deferred requests), hold
-             (Retry-After: nothing starts before it), delay (AutoThrottle's delay), lat (latency EWMA)
-  KEYS[2]    host leases (sorted set: lease id -> expiry), one per request in flight
-  KEYS[3..]  proxy hashes, in the caller's order of preference (it has scored their health already):
-             tat (GCRA theoretical arrival time), q:<line> (end of one crawl's line), used (last start)
+  KEYS[1]  host hash: last (last start, ms), q:<line> (end of one crawl's line of deferred requests), hold
+           (Retry-After: nothing starts before it), delay (AutoThrottle's delay), lat (latency EWMA)
+  KEYS[2]  host leases (sorted set: lease id -> expiry), one per request in flight
   ARGV[1]  lease id (the job id)
   ARGV[2]  lease lifetime (ms): a crashed fetcher's lease expires after it
   ARGV[3]  concurrencyPerHost
@@ -15,19 +16,17 @@
   ARGV[6]  AutoThrottle: '1' to use the host's adapted delay, bounded by ARGV[7]
   ARGV[7]  AutoThrottle's maximum delay (ms)
   ARGV[8]  deferrals: how many times this job has waited already (0 for a newcomer)
-  ARGV[9]  requests per second per proxy (0: no limit)
-  ARGV[10] burst per proxy
-  ARGV[11] the longest hold this caller obeys (ms from now, retry.maxRetryAfterMs): a longer hold,
+  ARGV[9]  the longest hold this caller obeys (ms from now, retry.maxRetryAfterMs): a longer hold,
            set by another crawl or an older fleet, counts as this long
-  ARGV[12] the line to join (the crawl id): each crawl queues in its own line, so a crawl that is
+  ARGV[10] the line to join (the crawl id): each crawl queues in its own line, so a crawl that is
            cancelled or paused with a crowd of deferred jobs does not push every other crawl's
            newcomers hours back; the host's delay and concurrency still bind all of them together
 
-  Returns {1, proxyIndex (0: direct), delayMs} to go: the lease and the proxy's request are taken.
-  Returns {0, waitMs, reason} to wait; nothing is taken. A newcomer that must wait joins the end of
-  the host's (or proxy's) line, so a crowd of deferred jobs comes back spread out instead of all at
-  once; a job that has waited before comes back at the earliest moment, backing off while the host
-  stays full.
+  Returns {1, 0, delayMs, previousLast, now} to go: the lease is taken and the host's last start is
+  now (undoHost-2.lua puts previousLast back). Returns {0, waitMs, reason} to wait; nothing is
+  taken. A newcomer that must wait joins the end of the host's line, so a crowd of deferred jobs
+  comes back spread out instead of all at once; a job that has waited before comes back at the
+  earliest moment, backing off while the host stays full.
 ]]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -37,14 +36,12 @@ local concurrency = tonumber(ARGV[3])
 local baseDelay = tonumber(ARGV[4])
 local jitter = tonumber(ARGV[5])
 local deferrals = tonumber(ARGV[8])
-local rate = tonumber(ARGV[9])
-local burst = tonumber(ARGV[10])
-local lineField = 'q:' .. (ARGV[12] or '')
+local lineField = 'q:' .. (ARGV[10] or '')
 
 local h = redis.call('HMGET', host, 'last', lineField, 'hold', 'delay', 'lat')
 local last = tonumber(h[1])
 local hostQ = tonumber(h[2]) or 0
-local hold = math.min(tonumber(h[3]) or 0, now + tonumber(ARGV[11]))
+local hold = math.min(tonumber(h[3]) or 0, now + tonumber(ARGV[9]))
 local delay = baseDelay
 if ARGV[6] == '1' then
   delay = math.max(baseDelay, math.min(tonumber(h[4]) or baseDelay, tonumber(ARGV[7])))
@@ -77,35 +74,9 @@ if redis.call('ZCARD', leases) >= concurrency then
 end
 if earliest > now then return defer(earliest, host, hostQ, spacing, reason) end
 
-local proxyIndex = 0
-local proxies = #KEYS - 2
-if proxies > 0 then
-  if rate <= 0 then
-    proxyIndex = 1
-  else
-    local interval = 1000 / rate
-    local tolerance = (burst - 1) * interval
-    local bestAt, best, bestQ
-    for i = 1, proxies do
-      local p = redis.call('HMGET', KEYS[2 + i], 'tat', lineField)
-      local tat = math.max(tonumber(p[1]) or now, now)
-      if tat - tolerance <= now then
-        proxyIndex = i
-        redis.call('HSET', KEYS[2 + i], 'tat', tat + interval)
-        break
-      end
-      local q = tonumber(p[2]) or 0
-      local at = tat - tolerance
-      if deferrals == 0 and q > at then at = q end
-      if not bestAt or at < bestAt then bestAt, best, bestQ = at, i, q end
-    end
-    if proxyIndex == 0 then return defer(bestAt, KEYS[2 + best], bestQ, interval, 'proxy-rate') end
-  end
-  redis.call('HSET', KEYS[2 + proxyIndex], 'used', now)
-end
-
+local previous = h[1] or ''
 redis.call('HSET', host, 'last', now)
 redis.call('ZADD', leases, now + leaseMs, ARGV[1])
 redis.call('PEXPIRE', host, 86400000)
 redis.call('PEXPIRE', leases, leaseMs + 60000)
-return {1, proxyIndex, tostring(delay)}
+return {1, 0, tostring(delay), previous, tostring(now)}
