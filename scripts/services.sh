@@ -51,7 +51,12 @@ start_redis() { # runtime dir
 
 stop_services() {
   if [ -n "${CRAWLFLEET_REDIS_PIDFILE:-}" ] && [ -f "$CRAWLFLEET_REDIS_PIDFILE" ]; then
-    kill "$(cat "$CRAWLFLEET_REDIS_PIDFILE")" 2>/dev/null || true
+    local pid
+    pid="$(cat "$CRAWLFLEET_REDIS_PIDFILE")"
+    kill "$pid" 2>/dev/null || true
+    # Until it has exited: on its way out it removes its pid file, which raced the `rm -rf` of its
+    # directory after us ("Directory not empty" failed a benchmark run at its very end).
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   fi
 }
 
