@@ -120,11 +120,6 @@ export function createRedisClient(target: RedisTarget, options: { connectTimeout
   });
 }
 
-/** Pure: the nodes of a client to address one by one (INFO, SCAN): a cluster's masters, or the one Redis. */
-export function eachNode(redis: RedisClient): Redis[] {
-  return redis instanceof Cluster ? redis.nodes('master') : [redis];
-}
-
 /**
  * Opens a connection and checks it answers, failing fast with a clear message instead of hanging
  * when Redis is unreachable. After start-up, the connection reconnects for ever (an outage pauses
