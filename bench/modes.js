@@ -5,11 +5,20 @@ import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { extractorName } from './sites.js';
 import { runMeasured, startMeasured, cpuSecondsOf } from './processes.js';
-import { redisCost, snapshot } from './redis-stats.js';
+import { dropPrefix, redisCost, snapshot } from './redis-stats.js';
+import { startScriptProfile, stopScriptProfile } from './script-profile.js';
+
+/** BENCH_PROFILE=1: Redis time per script in every run on the bench's Redis (script-profile.js). */
+const PROFILE = process.env.BENCH_PROFILE === '1';
 import { redisCli } from '../test/fixtures/redis-cluster.mjs';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CLI = join(ROOT, 'bin/crawlfleet');
+/**
+ * BENCH_BASELINE_ROOT: another checkout of crawlfleet, built (an older commit): its modes
+ * fleet-1p-base and fleet-np-base run its CLI in the same rounds, for a comparison side by side.
+ */
+const BASE_CLI = process.env.BENCH_BASELINE_ROOT ? join(process.env.BENCH_BASELINE_ROOT, 'bin/crawlfleet') : undefined;
 let runNumber = 0;
 
 /** The process mixes fleet-np tries, BENCH_NP_MIXES as fetchers:parsers:writers (default 1:1:1,1:2:1). */
@@ -54,16 +63,6 @@ function requestsSent(env) {
     .reduce((sum, line) => sum + Number(line.split(' ')[1]), 0);
 }
 
-/** Deletes every key of a run's prefix, so the next run starts from the same Redis. */
-async function dropPrefix(redis, prefix) {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length) await redis.unlink(...keys);
-  } while (cursor !== '0');
-}
-
 /**
  * The site's spider as a code spider: the same settings, plus a parse hook that reads the page (its
  * title) and an item hook that returns each item. They add nothing, so the items are the JSON
@@ -76,24 +75,27 @@ function writeCodeSpider(site, path) {
   );
 }
 
-async function fleet1p(site, ctx, code = false) {
+async function fleet1p(site, ctx, code = false, cli = CLI) {
   const prefix = `bench-${process.pid}-${++runNumber}`;
   const spider = join(ctx.dir, `spider-${prefix}.${code ? 'mjs' : 'json'}`);
   if (code) writeCodeSpider(site, spider);
   else writeFileSync(spider, JSON.stringify(site.spider));
   const before = await snapshot(ctx.redis);
+  if (PROFILE) await startScriptProfile(ctx.redis);
   const started = performance.now();
   const env = fleetEnv(ctx, prefix);
-  const proc = await runMeasured('crawl', CLI, ['crawl', spider, '--out', join(ctx.dir, `items-${prefix}.jsonl`), '--json', '--quiet', '--concurrency', String(ctx.concurrency)], {
+  const proc = await runMeasured('crawl', cli, ['crawl', spider, '--out', join(ctx.dir, `items-${prefix}.jsonl`), '--json', '--quiet', '--concurrency', String(ctx.concurrency)], {
     env,
     dir: ctx.dir,
   });
   const seconds = (performance.now() - started) / 1000;
   const after = await snapshot(ctx.redis);
+  const profile = PROFILE ? await stopScriptProfile(ctx.redis) : undefined;
   const status = JSON.parse(proc.stdout.trim().split('\n').pop());
-  await dropPrefix(ctx.redis, prefix);
   const pages = status.counters.fetched;
-  return { seconds, pages, items: status.counters.written, processes: [proc], redis: redisCost(before, after, pages, requestsSent(env)) };
+  const scripts = profile?.perPage(pages);
+  await dropPrefix(ctx.redis, prefix);
+  return { seconds, pages, items: status.counters.written, processes: [proc], redis: { ...redisCost(before, after, pages, requestsSent(env)), ...(scripts ? { scripts } : {}) } };
 }
 
 /**
@@ -102,7 +104,7 @@ async function fleet1p(site, ctx, code = false) {
  * then the workers get SIGTERM and finish. With `mongo`, the writer writes to a MongoDB database
  * of its own and the items are counted there.
  */
-async function fleetNp(site, ctx, mix, mongo, cluster = false) {
+async function fleetNp(site, ctx, mix, mongo, cluster = false, cli = CLI) {
   const prefix = `bench-${process.pid}-${++runNumber}`;
   const crawlId = `bench-${runNumber}`;
   const spider = join(ctx.dir, `spider-${prefix}.json`);
@@ -114,22 +116,24 @@ async function fleetNp(site, ctx, mix, mongo, cluster = false) {
   const options = { env, dir: ctx.dir };
   const sink = mongo ? 'mongo' : join(ctx.dir, `items-${prefix}.jsonl`);
   const before = cluster ? undefined : await snapshot(ctx.redis);
+  if (PROFILE && !cluster) await startScriptProfile(ctx.redis);
   const shardsBefore = cluster ? await commandsPerMaster(await ctx.cluster()) : undefined;
   const storeCpuBefore = ctx.storePid ? cpuSecondsOf(ctx.storePid) : 0;
   const started = performance.now();
   const workers = [
-    ...Array.from({ length: mix.fetchers }, (_, i) => startMeasured(`fetcher${i + 1}`, CLI, ['worker', 'fetcher', '--concurrency', String(ctx.concurrency)], options)),
-    ...Array.from({ length: mix.parsers }, (_, i) => startMeasured(`parser${i + 1}`, CLI, ['worker', 'parser'], options)),
-    ...Array.from({ length: mix.writers }, (_, i) => startMeasured(`writer${i + 1}`, CLI, ['worker', 'writer'], options)),
+    ...Array.from({ length: mix.fetchers }, (_, i) => startMeasured(`fetcher${i + 1}`, cli, ['worker', 'fetcher', '--concurrency', String(ctx.concurrency)], options)),
+    ...Array.from({ length: mix.parsers }, (_, i) => startMeasured(`parser${i + 1}`, cli, ['worker', 'parser'], options)),
+    ...Array.from({ length: mix.writers }, (_, i) => startMeasured(`writer${i + 1}`, cli, ['worker', 'writer'], options)),
   ];
-  let seed, wait, seconds, after, storeCpu;
+  let seed, wait, seconds, after, storeCpu, profile;
   const result0 = {};
   try {
-    seed = await runMeasured('seed', CLI, ['seed', spider, '--crawl-id', crawlId, '--sink', sink], options);
-    wait = await runMeasured('wait', CLI, ['wait', '--crawl-id', crawlId], options);
+    seed = await runMeasured('seed', cli, ['seed', spider, '--crawl-id', crawlId, '--sink', sink], options);
+    wait = await runMeasured('wait', cli, ['wait', '--crawl-id', crawlId], options);
     seconds = (performance.now() - started) / 1000;
     // before the workers shut down: their goodbyes are not the crawl's cost
     after = cluster ? undefined : await snapshot(ctx.redis);
+    if (PROFILE && !cluster) profile = await stopScriptProfile(ctx.redis);
     if (cluster) result0.shards = spread(shardsBefore, await commandsPerMaster(await ctx.cluster()));
     storeCpu = ctx.storePid ? cpuSecondsOf(ctx.storePid) - storeCpuBefore : undefined;
   } finally {
@@ -139,15 +143,16 @@ async function fleetNp(site, ctx, mix, mongo, cluster = false) {
   const bad = procs.find((p) => p.code !== 0);
   if (bad) throw new Error(`${bad.role} exited ${bad.code}`);
   const requests = requestsSent(env);
-  const status = JSON.parse((await runMeasured('status', CLI, ['status', '--crawl-id', crawlId, '--json'], options)).stdout);
-  if (!cluster) await dropPrefix(ctx.redis, prefix);
+  const status = JSON.parse((await runMeasured('status', cli, ['status', '--crawl-id', crawlId, '--json'], options)).stdout);
   const pages = status.counters.fetched;
+  const scripts = profile?.perPage(pages);
+  if (!cluster) await dropPrefix(ctx.redis, prefix);
   const result = {
     seconds,
     pages,
     items: status.counters.written,
     processes: [seed, ...procs, wait],
-    redis: cluster ? null : redisCost(before, after, pages, requests),
+    redis: cluster ? null : { ...redisCost(before, after, pages, requests), ...(scripts ? { scripts } : {}) },
     mix: mixName(mix),
     ...result0,
   };
@@ -198,4 +203,12 @@ export const MODES = {
   'fleet-np-mongo': (site, ctx) => fleetNp(site, ctx, ctx.npMix, true),
   // the same fleet on a Redis Cluster of 3 masters and 3 replicas (test/fixtures/redis-cluster.mjs)
   'fleet-np-cluster': (site, ctx) => fleetNp(site, ctx, ctx.npMix, false, true),
+  // the same as fleet-1p and fleet-np with BENCH_BASELINE_ROOT's CLI (an older commit, for comparison)
+  'fleet-1p-base': (site, ctx) => fleet1p(site, ctx, false, requireBase()),
+  'fleet-np-base': (site, ctx) => fleetNp(site, ctx, ctx.npMix, false, false, requireBase()),
 };
+
+function requireBase() {
+  if (!BASE_CLI) throw new Error('the -base modes need BENCH_BASELINE_ROOT: a built checkout of the commit to compare with');
+  return BASE_CLI;
+}

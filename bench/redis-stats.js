@@ -61,3 +61,13 @@ export function redisCost(before, after, pages, requests) {
 }
 
 export const round = (x, digits) => Number(x.toFixed(digits));
+
+/** Deletes every key of a run's prefix, so the next run starts from the same Redis. */
+export async function dropPrefix(redis, prefix) {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}

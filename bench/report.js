@@ -121,4 +121,24 @@ export function printTable(results) {
       `\nRedis at ${m.urls.toLocaleString('en')} queued URLs: ${m.bytesPerQueuedUrl} bytes per queued URL, ${m.bytesPerSeenUrl} bytes per seen URL (${m.seenIndexKeys} key(s)); seeding ${m.seedingUrlsPerSecond} URLs/s (${m.seedSeconds} s)`,
     );
   }
+  if (results.longTail) {
+    console.log(`\nLong tail (one request per host at a time, ${results.longTail.delayMs} ms apart):`);
+    console.log(
+      rows(
+        ['hosts x pages', 'mode', 'seconds', 'ideal s', '× ideal', 'deferrals', 'most in flight on a host', 'smallest gap ms'],
+        results.longTail.runs.map((r) => [r.shape, r.mode, r.seconds, r.idealSeconds, r.ratioToIdeal, r.deferred, r.mostInFlightOnOneHost, r.smallestGapMs]),
+      ),
+    );
+  }
+  if (results.indexScale) {
+    const x = results.indexScale;
+    console.log('\nThe seen-URL index at scale (one crawl, one partition):');
+    console.log(
+      rows(
+        ['URLs', 'bytes/seen URL', 'buckets', 'AOF bytes/admitted URL', 'Redis µs/URL', 'URLs per Redis s', 'seed URLs/s', 'used memory MB'],
+        x.steps.map((r) => [r.urls, r.bytesPerSeenUrl, r.indexBuckets, r.aofBytesPerAdmittedUrl, r.redisMicrosPerUrl, r.admissionUrlsPerRedisSecond, r.seedUrlsPerSecond, r.usedMemoryMB]),
+      ),
+    );
+    console.log(`extrapolated to 10^8 URLs: ${x.extrapolatedTo1e8.bytesPerSeenUrl} bytes per seen URL, ${x.extrapolatedTo1e8.aofBytesPerAdmittedUrl} AOF bytes per admitted URL`);
+  }
 }

@@ -9,7 +9,12 @@
 // 3-master Redis Cluster), BENCH_MONGO_SITES (multi: the sites
 // fleet-np-mongo runs on), BENCH_MEMORY (1: the 10^6-URL step), BENCH_URLS (1000000), BENCH_WRITER
 // (1: the writer benchmark, with BENCH_WRITER_ITEMS, 5000), BENCH_NP_MIXES (1:1:1,1:2:1: the
-// fetcher:parser:writer mixes fleet-np tries in round 1; the fastest runs the later rounds).
+// fetcher:parser:writer mixes fleet-np tries in round 1; the fastest runs the later rounds),
+// BENCH_PROFILE (0; 1: Redis time per script in every run, bench/script-profile.js),
+// BENCH_BASELINE_ROOT (none: a built checkout of another commit, for the modes fleet-1p-base and
+// fleet-np-base), BENCH_TAIL (1: the long-tail step, bench/long-tail.js, with BENCH_TAIL_SHAPES),
+// BENCH_INDEX (0; 1: the seen-URL index at scale, bench/index-scale.js, BENCH_INDEX_URLS 10^7 in
+// BENCH_INDEX_STEPS 10 steps; about 10 minutes and 2 GB of Redis).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -19,6 +24,8 @@ import { startSites } from './sites.js';
 import { MODES, NP_MIXES, mixName } from './modes.js';
 import { benchMemory, freePort } from './memory.js';
 import { benchWriter } from './writer.js';
+import { benchLongTail } from './long-tail.js';
+import { benchIndexScale } from './index-scale.js';
 import { medianFigures, perRunFigures, printTable } from './report.js';
 import { startRedisCluster } from '../test/fixtures/redis-cluster.mjs';
 
@@ -29,6 +36,8 @@ const CONCURRENCY = Number(knob('BENCH_CONCURRENCY', 64));
 const SITES = knob('BENCH_SITES', 'multi,single,books').split(',').filter(Boolean);
 const MODE_LIST = knob('BENCH_MODES', 'bare,crawlee,fleet-1p,fleet-np,fleet-np-mongo').split(',').filter(Boolean);
 const MEMORY = knob('BENCH_MEMORY', '1') === '1';
+const TAIL = knob('BENCH_TAIL', '1') === '1';
+const INDEX = knob('BENCH_INDEX', '0') === '1';
 const URLS = Number(knob('BENCH_URLS', 1_000_000));
 /** fleet-np-mongo runs on these sites only (FerretDB is slow to write; multi-host is the one that matters) */
 const MONGO_SITES = knob('BENCH_MONGO_SITES', 'multi').split(',');
@@ -122,6 +131,11 @@ try {
   if (MEMORY) {
     results.memory = await benchMemory({ dir, urls: URLS, progress });
     progress(`memory: ${JSON.stringify(results.memory)}`);
+  }
+  if (TAIL) results.longTail = await benchLongTail({ dir, redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', progress });
+  if (INDEX) {
+    results.indexScale = await benchIndexScale({ dir, urls: Number(knob('BENCH_INDEX_URLS', 10_000_000)), steps: Number(knob('BENCH_INDEX_STEPS', 10)), progress });
+    progress(`index at scale: ${JSON.stringify(results.indexScale.extrapolatedTo1e8)} at 10^8`);
   }
   if (process.env.MONGO_URL && knob('BENCH_WRITER', '1') === '1') {
     progress('writer benchmark ...');

@@ -13,6 +13,8 @@ import { findSiteRoot } from '../test/chaos/site.mjs';
 const MULTI_HOSTS = Array.from({ length: 10 }, (_, i) => `127.0.1.${i + 1}`);
 const SINGLE_HOST = '127.0.2.1';
 const BOOKS_HOST = '127.0.3.1';
+/** The books pages under 10 more addresses: a multi-host site of small pages (about 10 KB each). */
+const MULTI_BOOKS_HOSTS = Array.from({ length: 10 }, (_, i) => `127.0.4.${i + 1}`);
 /** Multi-host keeps the default per-host limit (8 × 10 hosts ≥ the crawl's 64); see docs. */
 const MULTI_PER_HOST = 8;
 
@@ -114,11 +116,21 @@ function docsSpider(name, hosts, port, perHost) {
   };
 }
 
-function booksSpider(port, perHost) {
+function booksSpider(name, hosts, port, perHost) {
   const example = JSON.parse(readFileSync(new URL('../examples/books.json', import.meta.url), 'utf8'));
-  const spider = JSON.parse(JSON.stringify(example).replaceAll('127.0.0.1:8080', `${BOOKS_HOST}:${port}`));
-  delete spider.allowPrivateAddresses;
-  return { ...spider, allowedAddresses: ['127.0.0.0/8'], politeness: { concurrencyPerHost: perHost, delayPerHost: 0 } };
+  const one = JSON.parse(JSON.stringify(example).replaceAll('127.0.0.1:8080', `${hosts[0]}:${port}`));
+  const startUrls = hosts.flatMap((h) => example.startUrls.map((u) => u.replace('127.0.0.1:8080', `${h}:${port}`)));
+  delete one.allowPrivateAddresses;
+  // A book is the same UPC on every host: across hosts it is told apart by its page (the default key).
+  if (hosts.length > 1) for (const rule of one.items) if (rule.key === 'upc') delete rule.key;
+  return {
+    ...one,
+    name,
+    startUrls,
+    allowedDomains: hosts.map((h) => `${h}:${port}`),
+    allowedAddresses: ['127.0.0.0/8'],
+    politeness: { concurrencyPerHost: perHost, delayPerHost: 0 },
+  };
 }
 
 /**
@@ -149,7 +161,8 @@ export function defineSites({ port, docsRoot, booksRoot, concurrency }) {
   const sites = {
     multi: { spider: docsSpider('bench-multi', MULTI_HOSTS, port, MULTI_PER_HOST), root: docsRoot, extract: extractDoc, hosts: MULTI_HOSTS },
     single: { spider: docsSpider('bench-single', [SINGLE_HOST], port, concurrency), root: docsRoot, extract: extractDoc, hosts: [SINGLE_HOST] },
-    books: { spider: booksSpider(port, concurrency), root: booksRoot, extract: extractBooks, hosts: [BOOKS_HOST] },
+    books: { spider: booksSpider('books', [BOOKS_HOST], port, concurrency), root: booksRoot, extract: extractBooks, hosts: [BOOKS_HOST] },
+    'multi-books': { spider: booksSpider('bench-multi-books', MULTI_BOOKS_HOSTS, port, MULTI_PER_HOST), root: booksRoot, extract: extractBooks, hosts: MULTI_BOOKS_HOSTS },
   };
   // Every host serves the same pages and no link crosses hosts: one host's walk, times the hosts.
   const walks = new Map();

@@ -21,6 +21,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import { Keys, STAGES } from '@crawlfleet/core';
+import { allPartKeys, getDeadLetters, getStatus, loadLayout } from '@crawlfleet/crawl';
 import { ROLES, ROOT, runCli, startFleet } from './fleet.mjs';
 import { installCleanup, killAllChildren, sleep, startFerretDb, startRedis } from './processes.mjs';
 import { markdownReport } from './report.mjs';
@@ -105,21 +106,23 @@ async function groundTruth(root, hosts, port) {
   return { pages, dead, pagesPerHost: Object.keys(found.pages).length, brokenPerHost: found.brokenLinks.length };
 }
 
-/** The crawl's state and counters, or undefined while Redis does not answer. */
-async function readProgress(redis, k) {
+/** The crawl's state and counters (every partition's), or undefined while Redis does not answer. */
+async function readProgress(redis, keys, crawlId) {
   try {
-    const [state, counters] = await Promise.all([redis.hget(k.meta, 'state'), redis.hgetall(k.counters)]);
-    return { state, counters: Object.fromEntries(Object.entries(counters).map(([n, v]) => [n, Number(v)])) };
+    const status = await getStatus(redis, keys, crawlId);
+    return status ? { state: status.state, counters: status.counters } : undefined;
   } catch {
     return undefined;
   }
 }
 
-async function leftoverSets(redis, k) {
+/** The ids left in the crawl's sets, every partition's together. */
+async function leftoverSets(redis, keys, crawlId) {
+  const layout = await loadLayout(redis, keys, crawlId);
   const out = {};
   for (const set of ['pending', 'active', 'delayed', 'parked']) {
     out[set] = {};
-    for (const stage of STAGES) out[set][stage] = await redis.smembers(k[set][stage]);
+    for (const stage of STAGES) out[set][stage] = (await Promise.all(allPartKeys(keys, layout).map((k) => redis.smembers(k[set][stage])))).flat();
   }
   return out;
 }
@@ -175,9 +178,11 @@ async function runScenario(scenario, ctx) {
     HOST_RESOLVE: hosts.map((h) => `${h}:127.0.0.1`).join(','),
     LOCK_DURATION_MS: '10000',
     LOG_LEVEL: 'info',
+    // Four partitions (unless told otherwise): the crawl's completion across partitions is what the
+    // faults must not break, as on a Redis Cluster.
+    FRONTIER_PARTITIONS: process.env.FRONTIER_PARTITIONS ?? '4',
   };
   const keys = new Keys(prefix);
-  const k = keys.crawl(crawlId);
   const events = [];
   const log = (line) => {
     events.push({ at: new Date().toISOString(), line });
@@ -286,7 +291,7 @@ async function runScenario(scenario, ctx) {
   let endedDone = false;
   let countersAtDone = null;
   for (;;) {
-    const p = await readProgress(watcher, k);
+    const p = await readProgress(watcher, keys, crawlId);
     if (p) progress = p;
     const c = progress.counters;
     const sum = ['seen', 'fetched', 'parsed', 'items', 'written', 'failed'].reduce((s, n) => s + (c[n] ?? 0), 0);
@@ -317,15 +322,15 @@ async function runScenario(scenario, ctx) {
   // Let late effects land (they would show as counters moved after done), then stop the fleet.
   await sleep(3000);
   await fleet.stop();
-  const final = await readProgress(watcher, k);
+  const final = await readProgress(watcher, keys, crawlId);
   const status = await runCli(['status', '--crawl-id', crawlId, '--json'], env);
   const statusJson = status.code === 0 ? JSON.parse(status.stdout) : null;
   const waited = endedDone ? await runCli(['wait', '--crawl-id', crawlId, '--timeout', '5'], env, 30_000) : { code: null };
-  const deadLetters = Object.entries(await watcher.hgetall(k.dead)).map(([id, json]) => {
-    const { url, stage, code, reason, attempts, at } = JSON.parse(json);
+  const deadLetters = Object.entries(await getDeadLetters(watcher, keys, crawlId)).map(([id, record]) => {
+    const { url, stage, code, reason, attempts, at } = record;
     return { id, url, stage, code, reason, attempts, at };
   });
-  const leftovers = await leftoverSets(watcher, k);
+  const leftovers = await leftoverSets(watcher, keys, crawlId);
   const diagnosis = endedDone ? undefined : await diagnosePending(redis.url, keys, leftovers);
   watcher.disconnect();
 

@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
+import { getDeadLetters } from '@crawlfleet/crawl';
 import { catalogueSpider, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { REDIS_URL, dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
 
@@ -108,7 +109,7 @@ describe('bad input gets a clear error and loses nothing', () => {
       // Poison: a fetch job with a bad URL and depth, a parse job whose body is not gzip, a job with no crawl.
       await fetchQueue.add('fetch', { crawlId: 'poison', url: 'not a url', depth: -1 }, { jobId: 'fbad1' });
       // pending first, as the fleet does: a parser that took the job before would find it not pending and drop it
-      await redis.sadd(keys.crawl('poison').pending.parse, 'pbad2');
+      await redis.sadd(keys.part('poison', 0, 1).pending.parse, 'pbad2');
       await parseQueue.add(
         'parse',
         { crawlId: 'poison', url: `${site.url}/x`, finalUrl: `${site.url}/x`, depth: 0, status: 200, contentType: 'text/html', fetchedAt: new Date().toISOString(), body: 'not gzip' },
@@ -118,9 +119,9 @@ describe('bad input gets a clear error and loses nothing', () => {
       const waited = await runCli(['wait', '--crawl-id', 'poison', '--timeout', '60'], { env });
       expect(waited.code).toBe(0);
 
-      const dead = await redis.hgetall(keys.crawl('poison').dead);
-      expect(JSON.parse(dead.fbad1!)).toMatchObject({ stage: 'fetch', code: 'ERR_INVALID_JOB', reason: expect.stringMatching(/^invalid fetch job: url: .*; depth: /) });
-      expect(JSON.parse(dead.pbad2!)).toMatchObject({ stage: 'parse', reason: expect.stringMatching(/header|gzip|incorrect/i) });
+      const dead = await getDeadLetters(redis, keys, 'poison');
+      expect(dead.fbad1).toMatchObject({ stage: 'fetch', code: 'ERR_INVALID_JOB', reason: expect.stringMatching(/^invalid fetch job: url: .*; depth: /) });
+      expect(dead.pbad2).toMatchObject({ stage: 'parse', reason: expect.stringMatching(/header|gzip|incorrect/i) });
       // BullMQ's failed set holds every dead letter too, with its reason (what Bull Board shows), and
       // the job with no crawl, which only it can hold.
       const failed = Object.fromEntries((await fetchQueue.getFailed()).map((j) => [j.id, j.failedReason]));

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BOOKS_ARCHIVE, serveFolder, unpack } from '../fixtures/static-site.mjs';
 import { booksTruth, expectBooksItems } from '../helpers/books-truth.js';
-import { ROOT, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { ROOT, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson, deadLetters } from '../helpers/cli.js';
 
 describe('the real books.toscrape.com pages', () => {
   test('980 listing items and 200 book items, exactly; the 404s are failed with their reason and the crawl is done', async () => {
@@ -34,10 +34,9 @@ describe('the real books.toscrape.com pages', () => {
       const missing = truth.detailLinks.size - 200 + 1;
       expect(status.counters).toMatchObject({ seen: pages, fetched: pages, parsed: 249, items: 1180, written: 1180, failed: missing, invalid: 0, skipped: truth.offSite.size, blocked: 0 });
       const { Redis } = await import('ioredis');
-      const { Keys } = await import('@crawlfleet/core');
       const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
       try {
-        const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl('books-real').dead)).map((j) => JSON.parse(j));
+        const dead = await deadLetters(redis, prefix, 'books-real');
         expect(dead).toHaveLength(missing);
         expect(new Set(dead.map((d) => d.reason))).toEqual(new Set(['HTTP 404']));
         expect(dead.map((d) => d.url)).toContain(`${site.url}/catalogue/page-50.html`);

@@ -1,11 +1,10 @@
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { Keys } from '@crawlfleet/core';
 import { BOOKS_ARCHIVE, serveFolder, unpack } from '../fixtures/static-site.mjs';
 import { API_KEY, SESSION, record, startMembersSite } from '../fixtures/members-site.mjs';
 import { booksTruth, expectBooksItems } from '../helpers/books-truth.js';
-import { REDIS_URL, ROOT, comparable, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix } from '../helpers/cli.js';
+import { REDIS_URL, ROOT, comparable, deadLetters, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix } from '../helpers/cli.js';
 
 /** A spider module copied out of the repository (no node_modules beside it), its site's URL filled in. */
 function spiderCopy(source: string, siteUrl: string, dir: string, name = source.split('/').pop()!): string {
@@ -14,10 +13,10 @@ function spiderCopy(source: string, siteUrl: string, dir: string, name = source.
   return path;
 }
 
-async function deadLetters(prefix: string, crawlId: string): Promise<Array<{ url: string; stage: string; code: string; reason: string; data?: Record<string, unknown> }>> {
+async function deadLettersOf(prefix: string, crawlId: string): Promise<Array<{ url: string; stage: string; code: string; reason: string; data?: Record<string, unknown> }>> {
   const redis = new Redis(REDIS_URL);
   try {
-    return Object.values(await redis.hgetall(new Keys(prefix).crawl(crawlId).dead)).map((j) => JSON.parse(j));
+    return (await deadLetters(redis, prefix, crawlId)) as unknown as Array<{ url: string; stage: string; code: string; reason: string; data?: Record<string, unknown> }>;
   } finally {
     redis.disconnect();
   }
@@ -123,7 +122,7 @@ describe('code spiders', () => {
       expect(items.map((i) => i.id).sort((a, b) => Number(a) - Number(b))).toEqual(Array.from({ length: 50 }, (_, i) => i + 1).filter((k) => k !== 17));
       for (const item of items) expect(item.value).toBe(record(Number(item.id)).value);
       expect(lastJson(run.stdout)).toMatchObject({ state: 'done', counters: { parsed: 50, items: 49, written: 49, failed: 1 } });
-      const dead = await deadLetters(prefix, 'failing');
+      const dead = await deadLettersOf(prefix, 'failing');
       expect(dead).toEqual([
         expect.objectContaining({ url: `${site.url}/page/17.html`, stage: 'parse', code: 'ERR_SPIDER_HOOK', reason: `parse hook threw at failing.ts:${line}: TypeError: page 17 has no value layout` }),
       ]);
@@ -160,7 +159,7 @@ describe('code spiders', () => {
         { reason: 'member: value: Too big: expected number to be <=119', count: 9 },
         { reason: `member: item hook: every tenth member is held back (picky.ts:${itemLine})`, count: 5 },
       ]);
-      expect(await deadLetters(prefix, 'picky')).toEqual([
+      expect(await deadLettersOf(prefix, 'picky')).toEqual([
         expect.objectContaining({ url: `${site.url}/page/33.html`, stage: 'fetch', code: 'ERR_SPIDER_HOOK', reason: `request hook threw at picky.ts:${requestLine}: refusing page 33` }),
       ]);
     } finally {
@@ -191,7 +190,7 @@ describe('code spiders', () => {
       workers.push(spawnCli(['worker', 'parser'], { env }), spawnCli(['worker', 'writer'], { env }));
       expect((await runCli(['wait', '--crawl-id', 'versioned', '--timeout', '60'], { env, timeoutMs: 70_000 })).code).toBe(0);
 
-      const dead = await deadLetters(prefix, 'versioned');
+      const dead = await deadLettersOf(prefix, 'versioned');
       expect(dead).toHaveLength(21);
       for (const d of dead) {
         expect(d).toMatchObject({ stage: 'parse', code: 'ERR_SPIDER_VERSION' });

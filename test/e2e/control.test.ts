@@ -28,7 +28,7 @@ describe('crawl control: pause, resume, cancel, reset', () => {
       const redis = new Redis(REDIS_URL);
       try {
         const keys = new Keys(prefix);
-        expect(await redis.smembers(keys.crawl('paused').parked.fetch)).toHaveLength(1);
+        expect(await redis.smembers(keys.part('paused', 0, 1).parked.fetch)).toHaveLength(1);
         const [, score] = await redis.zrange(`${keys.queuePrefix('fetch')}:fetch:delayed`, 0, 0, 'WITHSCORES');
         expect(Math.floor(Number(score) / 0x1000) - Date.now()).toBeGreaterThan(23 * 3600_000);
       } finally {

@@ -1,172 +1,247 @@
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
-import { Keys, URL_BUCKETS, closeQueues, createQueues, runScript } from '@crawlfleet/core';
+import { Keys, closeQueues, createQueues, keySlot, runScript, urlFingerprint, validateSpider } from '@crawlfleet/core';
 import { frontierOf, registerQueueGauges } from '@crawlfleet/monitoring';
-import { admitUrls, frontierTake } from '@crawlfleet/frontier';
-import { finishJobTaking } from '@crawlfleet/crawl';
+import { admitToPartition, frontierTake, takenRequests, type AdmissionPolicy, type Candidate, type FrontierTake } from '@crawlfleet/frontier';
+import { beginJob, finishJobTaking, getStatus, registerCrawl, settleCrawl, whileInjecting, type CrawlLayout } from '@crawlfleet/crawl';
 import { REDIS_URL, dropPrefix, uniquePrefix } from '../helpers/cli.js';
 
-/** A crawl that is not registered is not running: admission takes nothing into the fetch stage. */
+// The frontier's scripts on a real Redis: admission, the per-host queues and their ready schedule,
+// budgets, the hand-over between stages, the seen-URL index, and completion across partitions.
+
 const TAKE = frontierTake(2000);
+/** Every host: 8 at once, no delay (the spider's defaults). */
+const POLICY: AdmissionPolicy = { hostLimits: () => ({ concurrency: 8, delayMs: 0 }) };
+const admit = (url: string, depth = 0): Candidate => ({ url, depth, verdict: 'admit' });
 
 describe('the frontier on real Redis', () => {
   const prefix = uniquePrefix('frontier');
   const keys = new Keys(prefix);
   const clients = Array.from({ length: 8 }, () => new Redis(REDIS_URL));
+  const redis = clients[0]!;
   afterAll(async () => {
     for (const c of clients) c.disconnect();
     await dropPrefix(prefix);
   });
 
-  test('a URL found by many parsers at the same moment is admitted exactly once', async () => {
+  const part = (crawlId: string, p = 0, parts = 1) => keys.part(crawlId, p, parts);
+  const running = async (crawlId: string, parts = 1) => {
+    for (let p = 0; p < parts; p++) await redis.hset(part(crawlId, p, parts).part, 'state', 'running');
+  };
+  const admitTo = (crawlId: string, candidates: Candidate[], policy: AdmissionPolicy = POLICY, take: FrontierTake = TAKE, client = redis) =>
+    admitToPartition(client, part(crawlId), crawlId, candidates, policy, take);
+  const layout = (crawlId: string, parts = 1): CrawlLayout => ({ crawlId, parts });
+  /** Finishes a fetch job as a fetcher does: its URL fetched, its host's turn given back, the fetch stage fed. */
+  const finishFetch = (crawlId: string, jobId: string, url: string, take: FrontierTake = TAKE, host = {}) =>
+    finishJobTaking(redis, keys, layout(crawlId), 'fetch', jobId, url, { take, url: { fingerprint: jobId.slice(1), state: 'd' }, host });
+
+  test('a URL found by many parsers at the same moment is admitted exactly once, into its host queue', async () => {
     const urls = Array.from({ length: 200 }, (_, i) => `http://h.test/p-${i}.html`);
     const results = await Promise.all(
       clients.map((c, n) =>
-        admitUrls(
-          c,
-          keys,
+        admitTo(
           'race',
-          [...urls].sort(() => (n % 2 ? 1 : -1)).map((url) => ({ url, depth: 1, verdict: 'admit' as const })),
-          undefined,
+          [...urls].sort(() => (n % 2 ? 1 : -1)).map((u) => admit(u, 1)),
+          POLICY,
           TAKE,
+          c,
         ),
       ),
     );
-    const newOnes = results
-      .flatMap((r) => r.admitted)
-      .filter((a) => a.isNew)
-      .map((a) => a.url);
+    const newOnes = results.flatMap((r) => r.admitted.filter((a) => a.isNew).map((a) => a.url));
     expect(newOnes.sort()).toEqual([...urls].sort());
-    const redis = clients[0]!;
-    expect(await redis.hget(keys.crawl('race').counters, 'seen')).toBe('200');
-    // Admitted URLs wait in the compact frontier, not as fetch jobs.
-    expect(await redis.llen(keys.crawl('race').frontier)).toBe(200);
-    expect(await redis.scard(keys.crawl('race').pending.fetch)).toBe(0);
+    const k = part('race');
+    expect(await redis.hget(k.counters, 'seen')).toBe('200');
+    // A crawl that is not running takes nothing: every URL waits in its host's queue.
+    expect([await redis.llen(`${k.hostQueue}h.test`), await redis.zscore(k.backlog, 'h.test'), await redis.hget(k.part, 'q'), await redis.scard(k.pending.fetch)]).toEqual([200, '200', '200', 0]);
   });
 
-  test('maxPages caps admission; depth-refused URLs can be admitted later by a shorter path', async () => {
-    const redis = clients[0]!;
-    const a = await admitUrls(
-      redis,
-      keys,
+  test('maxPages caps admission; depth-refused URLs can be admitted later by a shorter path; out of scope counts once', async () => {
+    const capped = await admitTo(
       'caps',
-      [1, 2, 3, 4].map((i) => ({ url: `http://h.test/${i}`, depth: 0, verdict: 'admit' as const })),
-      3,
-      TAKE,
+      [1, 2, 3, 4].map((i) => admit(`http://h.test/${i}`)),
+      { ...POLICY, maxPages: 3 },
     );
-    expect(a.admitted.map((x) => x.url)).toEqual(['http://h.test/1', 'http://h.test/2', 'http://h.test/3']);
-    expect(a.skipped).toBe(1);
-    const deep = await admitUrls(redis, keys, 'depth', [{ url: 'http://h.test/deep', depth: 9, verdict: 'too-deep' }], undefined, TAKE);
-    expect(deep).toEqual({ admitted: [], taken: [], skipped: 1 });
-    expect(await redis.hget(keys.crawl('depth').counters, 'skipped')).toBe('1');
-    const shallow = await admitUrls(redis, keys, 'depth', [{ url: 'http://h.test/deep', depth: 1, verdict: 'admit' }], undefined, TAKE);
-    expect(shallow.admitted.map((x) => x.isNew)).toEqual([true]);
-    expect(shallow.skipped).toBe(-1);
-    expect(await redis.hmget(keys.crawl('depth').counters, 'skipped', 'seen')).toEqual(['0', '1']);
-    // Admitted and waiting in the frontier: nothing to enqueue again.
-    expect((await admitUrls(redis, keys, 'depth', [{ url: 'http://h.test/deep', depth: 1, verdict: 'admit' }], undefined, TAKE)).admitted).toEqual([]);
-    // Admitted and pending in the fetch stage: offered again (a lost job is re-enqueued; an existing one is a no-op).
-    await redis.hset(keys.crawl('depth').meta, 'state', 'running');
-    const taking = await admitUrls(redis, keys, 'depth', [{ url: 'http://h.test/deep', depth: 1, verdict: 'admit' }], undefined, TAKE);
-    expect([taking.admitted, taking.taken.map((t) => t.request.url)]).toEqual([[], ['http://h.test/deep']]);
-    const again = await admitUrls(redis, keys, 'depth', [{ url: 'http://h.test/deep', depth: 1, verdict: 'admit' }], undefined, TAKE);
-    expect(again.admitted.map((x) => x.isNew)).toEqual([false]);
-    const out = await admitUrls(
-      redis,
-      keys,
-      'depth',
-      [
-        { url: 'http://x.test/', depth: 1, verdict: 'out-of-scope' },
-        { url: 'http://x.test/', depth: 1, verdict: 'out-of-scope' },
-      ],
-      undefined,
-      TAKE,
-    );
+    expect(capped.admitted.map((x) => x.url)).toEqual(['http://h.test/1', 'http://h.test/2', 'http://h.test/3']);
+    expect(capped.skipped).toBe(1);
+    const k = part('depth');
+    expect(await admitTo('depth', [{ url: 'http://h.test/deep', depth: 9, verdict: 'too-deep' }])).toEqual({ admitted: [], taken: [], skipped: 1 });
+    const shallow = await admitTo('depth', [admit('http://h.test/deep', 1)]);
+    expect([shallow.admitted.map((x) => x.isNew), shallow.skipped]).toEqual([[true], -1]);
+    expect(await redis.hmget(k.counters, 'skipped', 'seen')).toEqual(['0', '1']);
+    // Admitted and waiting in its host's queue: nothing to enqueue again.
+    expect((await admitTo('depth', [admit('http://h.test/deep', 1)])).admitted).toEqual([]);
+    // Taken into the fetch stage, and offered again: enqueued again (a lost job is rebuilt; an existing one is a no-op).
+    await running('depth');
+    const taking = await admitTo('depth', [admit('http://h.test/deep', 1)]);
+    expect([taking.admitted, taking.taken.map((t) => [t.request.url, t.delayMs])]).toEqual([[], [['http://h.test/deep', 0]]]);
+    expect((await admitTo('depth', [admit('http://h.test/deep', 1)])).admitted.map((x) => x.isNew)).toEqual([false]);
+    const out = await admitTo('depth', [{ url: 'http://x.test/', depth: 1, verdict: 'out-of-scope' }]);
     expect(out).toEqual({ admitted: [], taken: [], skipped: 1 });
-    expect(await redis.hget(keys.crawl('depth').counters, 'skipped')).toBe('1');
+    expect((await admitTo('depth', [{ url: 'http://x.test/', depth: 1, verdict: 'out-of-scope' }])).skipped).toBe(0);
   });
 
-  test('a running crawl holds at most its window of fetch jobs; each finished fetch job makes room that the next take fills, in batches', async () => {
-    const redis = clients[0]!;
-    const k = keys.crawl('window');
-    await redis.hset(k.meta, 'state', 'running');
-    const take = { window: 10, minBatch: 3 };
-    const urls = Array.from({ length: 25 }, (_, i) => ({ url: `http://h.test/w-${i}`, depth: 1, verdict: 'admit' as const, referer: 'http://h.test/' }));
-    const first = await admitUrls(redis, keys, 'window', urls, undefined, take);
-    expect(first.admitted.filter((a) => a.isNew)).toHaveLength(25);
-    // The first ten, in the order found, with the request each job is made from.
-    expect(first.taken.map((t) => t.request.url)).toEqual(urls.slice(0, 10).map((u) => u.url));
-    expect(first.taken[0]!.request).toEqual({ url: 'http://h.test/w-0', depth: 1, referer: 'http://h.test/' });
-    expect([await redis.scard(k.pending.fetch), await redis.llen(k.frontier)]).toEqual([10, 15]);
-    // Two places free are fewer than a batch: nothing taken; the third finish takes three.
-    const finish = (t: { jobId: string }) => finishJobTaking(redis, keys, 'window', 'fetch', t.jobId, { take, url: { fingerprint: t.jobId.slice(1), state: 'd' } });
-    expect((await finish(first.taken[0]!)).taken).toEqual([]);
-    expect((await finish(first.taken[1]!)).taken).toEqual([]);
-    expect((await finish(first.taken[2]!)).taken.map((t) => t.request.url)).toEqual(['http://h.test/w-10', 'http://h.test/w-11', 'http://h.test/w-12']);
-    expect([await redis.scard(k.pending.fetch), await redis.llen(k.frontier)]).toEqual([10, 12]);
-    // A paused crawl takes nothing; the take script resumes where the list stands.
-    await redis.hset(k.meta, 'state', 'paused');
-    expect(await runScript<string[]>(redis, 'takeFrontier', [k.meta, k.frontier, k.pending.fetch, k.requests], [20, 1])).toEqual([]);
-    await redis.hset(k.meta, 'state', 'running');
-    const taken = await runScript<string[]>(redis, 'takeFrontier', [k.meta, k.frontier, k.pending.fetch, k.requests], [20, 1]);
-    expect(taken.length / 2).toBe(10);
-    // The crawl is not done while its frontier holds URLs, even with nothing pending in any stage.
-    await redis.del(k.pending.fetch);
-    expect(await runScript<number>(redis, 'checkDone', [k.meta, k.pending.fetch, k.pending.parse, k.pending.write, k.frontier], [new Date().toISOString()])).toBe(0);
-    await redis.del(k.frontier);
-    expect(await runScript<number>(redis, 'checkDone', [k.meta, k.pending.fetch, k.pending.parse, k.pending.write, k.frontier], [new Date().toISOString()])).toBe(1);
+  test("limits.maxPagesPerHost: a host's URLs past its budget are skipped, each once; other hosts keep theirs", async () => {
+    const policy = { ...POLICY, maxPagesPerHost: 3 };
+    const trap = Array.from({ length: 5 }, (_, i) => admit(`http://trap.test/cal/${i}`));
+    const other = [admit('http://ok.test/a'), admit('http://ok.test/b')];
+    const first = await admitTo('budget', [...trap, ...other], policy);
+    expect(first.admitted.map((a) => a.url).sort()).toEqual([...trap.slice(0, 3), ...other].map((c) => c.url).sort());
+    expect(first.skipped).toBe(2);
+    const more = await admitTo('budget', [...trap, admit('http://trap.test/cal/9')], policy);
+    expect([more.admitted, more.skipped]).toEqual([[], 1]);
+    const k = part('budget');
+    expect(await redis.hmget(k.counters, 'seen', 'skipped')).toEqual(['5', '3']);
+    expect((await redis.hget(k.hosts, 'trap.test'))?.split(':')[5]).toBe('3');
   });
 
-  test("a finish puts back its handed-over job's pending mark when a failover lost it, and only then", async () => {
-    const redis = clients[0]!;
-    const k = keys.crawl('handover');
-    await redis.hset(k.meta, 'state', 'running');
-    const urls = ['a', 'b', 'c'].map((n) => ({ url: `http://h.test/${n}`, depth: 0, verdict: 'admit' as const }));
-    const { taken } = await admitUrls(redis, keys, 'handover', urls, undefined, { window: 10, minBatch: 1 });
+  test('each host gets its concurrency of the window; a host with a delay gets its turns spaced by it, as waits before its jobs', async () => {
+    await running('turns');
+    const policy: AdmissionPolicy = { hostLimits: (host) => (host === 'slow.test' ? { concurrency: 1, delayMs: 1000 } : { concurrency: 3, delayMs: 0 }) };
+    const slow = Array.from({ length: 10 }, (_, i) => admit(`http://slow.test/${i}`));
+    const fast = Array.from({ length: 10 }, (_, i) => admit(`http://fast.test/${i}`));
+    // The slow host's URLs come first, more of them than the window: the fast host still gets its share.
+    const take = { window: 6, minBatch: 1, horizonMs: 60_000 };
+    const first = await admitTo('turns', [...slow, ...fast], policy, take);
+    expect(first.taken.map((t) => [t.request.url, t.delayMs]).sort()).toEqual([
+      ['http://fast.test/0', 0],
+      ['http://fast.test/1', 0],
+      ['http://fast.test/2', 0],
+      ['http://slow.test/0', 0],
+    ]);
+    // A fast URL's finish gives its turn to the next fast URL at once.
+    const taken = (url: string) => first.taken.find((t) => t.request.url === url)!.jobId;
+    const fastDone = await finishFetch('turns', taken('http://fast.test/0'), 'http://fast.test/0', take);
+    expect(fastDone.taken.map((t) => [t.request.url, t.delayMs])).toEqual([['http://fast.test/3', 0]]);
+    // The slow URL's finish hands out the next slow one, to start 1,040 ms after this one started.
+    const [seconds] = await redis.time();
+    const startedAt = Number(seconds) * 1000;
+    const slowDone = await finishFetch('turns', taken('http://slow.test/0'), 'http://slow.test/0', take, { concurrency: 1, delayMs: 1000, startedAt });
+    expect(slowDone.taken.map((t) => t.request.url)).toEqual(['http://slow.test/1']);
+    const wait = slowDone.taken[0]!.delayMs;
+    expect(wait).toBeGreaterThan(1040 - 1000 - 50);
+    expect(wait).toBeLessThanOrEqual(1040);
+    // A paused crawl takes nothing.
+    const k = part('turns');
+    await redis.hset(k.part, 'state', 'paused');
+    const takeArgs = [k.part, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog];
+    expect(await runScript<string[]>(redis, 'takeReady', takeArgs, [100, 1, 60_000, k.hostQueue])).toEqual([]);
+    await redis.hset(k.part, 'state', 'running');
+    // Status lists the hosts with URLs waiting, busiest first, with their turns.
+    await redis.hset(keys.crawl('turns').meta, 'state', 'running', 'parts', '1');
+    const status = await getStatus(redis, keys, 'turns');
+    expect(status?.hosts.map((h) => [h.host, h.waiting, h.inFlight, h.concurrency, h.delayMs])).toEqual([
+      ['slow.test', 8, 1, 1, 1000],
+      ['fast.test', 6, 3, 3, 0],
+    ]);
+    expect(status?.hosts.map((h) => h.nextTurnInMs)).toEqual([null, null]);
+    expect(status?.frontier).toBe(14);
+  });
+
+  test("a host's turn beyond the horizon is not handed out yet; a Retry-After hold puts its next turn after it", async () => {
+    await running('hold');
+    const take = { window: 10, minBatch: 1, horizonMs: 60_000 };
+    const policy: AdmissionPolicy = { hostLimits: () => ({ concurrency: 1, delayMs: 0 }) };
+    const first = await admitTo('hold', [admit('http://held.test/0'), admit('http://held.test/1')], policy, take);
+    expect(first.taken.map((t) => t.request.url)).toEqual(['http://held.test/0']);
+    const [seconds] = await redis.time();
+    const now = Number(seconds) * 1000;
+    // The site answered 503 with Retry-After: 5 s: the next URL waits for the hold.
+    const done = await finishFetch('hold', first.taken[0]!.jobId, 'http://held.test/0', take, { concurrency: 1, delayMs: 0, startedAt: now, holdUntil: now + 5000 });
+    expect(done.taken.map((t) => t.request.url)).toEqual(['http://held.test/1']);
+    expect(done.taken[0]!.delayMs).toBeGreaterThan(3500);
+    // A host held for two minutes is not handed out within the horizon: its URL stays queued.
+    const far = await admitTo('hold', [admit('http://far.test/0'), admit('http://far.test/1')], policy, take);
+    const farDone = await finishFetch('hold', far.taken[0]!.jobId, 'http://far.test/0', take, { concurrency: 1, delayMs: 0, startedAt: now, holdUntil: now + 120_000 });
+    expect(farDone.taken).toEqual([]);
+    expect(await redis.llen(`${part('hold').hostQueue}far.test`)).toBe(1);
+  });
+
+  test('a finish marks its handed-over job pending; a job begun before that finish is early; a dead-lettered or done one is not marked again', async () => {
+    await running('handover');
+    const lay = layout('handover');
+    const k = part('handover');
+    const { taken } = await admitTo(
+      'handover',
+      ['a', 'b', 'c'].map((n) => admit(`http://h.test/${n}`)),
+    );
     const [a, b, c] = taken.map((t) => t.jobId.slice(1));
-    const finishFetch = (fp: string) => finishJobTaking(redis, keys, 'handover', 'fetch', `f${fp}`, { url: { fingerprint: fp, state: 'd' }, handedOver: `p${fp}` });
-    // a: its parse job's mark was lost (the write that added it did not reach the replica): put back.
-    await finishFetch(a!);
-    // b: its parse job ran and finished before the fetch job's finish (the URL is parsed): nothing.
+    const url = (fp: string) => taken.find((t) => t.jobId === `f${fp}`)!.request.url;
+    // a: its parse job was added and began before the fetch job's finish: early, then pending.
+    expect((await beginJob(redis, keys, lay, 'parse', `p${a}`, url(a!))).state).toBe('early');
+    await finishJobTaking(redis, keys, lay, 'fetch', `f${a}`, url(a!), { url: { fingerprint: a!, state: 'd' }, handedOver: `p${a}` });
+    expect((await beginJob(redis, keys, lay, 'parse', `p${a}`, url(a!))).state).toBe('running');
+    // b: the URL was parsed already (a fetch job that ran again after its worker died): not marked again.
     await redis.sadd(k.pending.parse, `p${b}`);
-    await finishJobTaking(redis, keys, 'handover', 'parse', `p${b}`, { url: { fingerprint: b!, state: 'p' } });
-    await finishFetch(b!);
-    // c: its parse job is pending as usual: still pending, once.
-    await redis.sadd(k.pending.parse, `p${c}`);
-    await finishFetch(c!);
-    expect((await redis.smembers(k.pending.parse)).sort()).toEqual([`p${a}`, `p${c}`].sort());
+    await finishJobTaking(redis, keys, lay, 'parse', `p${b}`, url(b!), { url: { fingerprint: b!, state: 'p' } });
+    await finishJobTaking(redis, keys, lay, 'fetch', `f${b}`, url(b!), { url: { fingerprint: b!, state: 'd' }, handedOver: `p${b}` });
+    expect((await beginJob(redis, keys, lay, 'parse', `p${b}`, url(b!))).state).toBe('finished');
+    // c: a dead letter of its parse job exists (its failed job keeps the id in BullMQ): not marked.
+    await redis.hset(k.dead, `p${c}`, '{}');
+    await finishJobTaking(redis, keys, lay, 'fetch', `f${c}`, url(c!), { url: { fingerprint: c!, state: 'd' }, handedOver: `p${c}` });
+    expect(await redis.smembers(k.pending.parse)).toEqual([`p${a}`]);
     expect(await redis.scard(k.pending.fetch)).toBe(0);
-    // The crawl is not done while a handed-over job is pending.
-    expect(await redis.hget(k.meta, 'state')).toBe('running');
+    // The three fetches gave their host's turns back.
+    expect((await redis.hget(k.hosts, 'h.test'))?.split(':')[0]).toBe('0');
   });
 
-  test('the seen-URL index packs 10,000 URLs into 8-byte records in at most URL_BUCKETS fields of one hash, and keeps each state', async () => {
-    const redis = clients[0]!;
-    const k = keys.crawl('packed');
-    const urls = Array.from({ length: 10_000 }, (_, i) => ({ url: `http://h.test/packed/${i}`, depth: 0, verdict: 'admit' as const }));
-    for (let i = 0; i < urls.length; i += 1000) await admitUrls(redis, keys, 'packed', urls.slice(i, i + 1000), undefined, TAKE);
-    const buckets = await redis.hgetallBuffer(k.urls);
-    expect(Object.keys(buckets).length).toBeLessThanOrEqual(URL_BUCKETS);
-    const records = Object.values(buckets).flatMap((b) => Array.from({ length: b.length / 8 }, (_, i) => b.subarray(i * 8, i * 8 + 8)));
-    expect(records).toHaveLength(10_000);
-    // Every record a distinct tag, every state 'q' (queued).
-    expect(new Set(records.map((r) => r.subarray(0, 7).toString('hex'))).size).toBe(10_000);
-    expect(new Set(records.map((r) => String.fromCharCode(r[7]!)))).toEqual(new Set(['q']));
+  test('the seen-URL index keeps 10,000 URLs in about 220 small listpack hashes, each state once, growing by splits', async () => {
+    const k = part('packed');
+    const urls = Array.from({ length: 10_000 }, (_, i) => admit(`http://h.test/packed/${i}`));
+    for (let i = 0; i < urls.length; i += 1000) await admitTo('packed', urls.slice(i, i + 1000));
+    const [level, split, count] = (await redis.hmget(k.part, 'iL', 'is', 'in')).map(Number) as [number, number, number];
+    const buckets = 2 ** level + split;
+    expect(count).toBe(10_000);
+    expect(buckets).toBeGreaterThanOrEqual(10_000 / 45);
+    expect(buckets).toBeLessThan(10_000 / 25);
+    const sizes = await Promise.all(Array.from({ length: buckets }, (_, b) => redis.hlen(`${k.urlBucket}${b}`)));
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(10_000);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(128);
+    const encodings = await Promise.all(Array.from({ length: buckets }, (_, b) => redis.object('ENCODING', `${k.urlBucket}${b}`)));
+    expect(new Set(encodings)).toEqual(new Set(['listpack']));
+    expect(await redis.exists(`${k.urlBucket}${buckets}`)).toBe(0);
+    // Each URL's record: its fingerprint's first 8 bytes, state 1 (queued), in the bucket its address names.
+    const fp = urlFingerprint('packed', 'http://h.test/packed/7');
+    const h = Number.parseInt(fp.slice(0, 8), 16);
+    const bucket = h % 2 ** level < split ? h % 2 ** (level + 1) : h % 2 ** level;
+    expect(await redis.hget(`${k.urlBucket}${bucket}`, Buffer.from(fp.slice(0, 16), 'hex'))).toBe('1');
     // Admitted again: every one is known (no second admission, nothing counted twice).
-    const again = await admitUrls(redis, keys, 'packed', urls.slice(0, 1000), undefined, TAKE);
-    expect(again.admitted).toEqual([]);
+    expect((await admitTo('packed', urls.slice(0, 1000))).admitted).toEqual([]);
     expect(await redis.hget(k.counters, 'seen')).toBe('10000');
   });
 
-  test("the fetch backlog that autoscaling reads counts the URLs waiting in running crawls' frontiers, not a paused crawl's", async () => {
-    const redis = clients[0]!;
-    const urls = (name: string, n: number) => Array.from({ length: n }, (_, i) => ({ url: `http://h.test/${name}-${i}`, depth: 0, verdict: 'admit' as const }));
-    await redis.hset(keys.crawl('backlog-running').meta, 'state', 'running');
-    await redis.hset(keys.crawl('backlog-paused').meta, 'state', 'paused');
+  test('a crawl of four partitions is done only when all are idle at once, and not while an injection is open', async () => {
+    const spider = validateSpider({ name: 'parts', startUrls: [] });
+    const { layout: lay } = await registerCrawl(redis, keys, 'parts', spider, { kind: 'jsonl', path: '/dev/null' }, undefined, 4);
+    expect(lay.parts).toBe(4);
+    const k0 = keys.part('parts', 0, 4);
+    const k3 = keys.part('parts', 3, 4);
+    // Four partitions in four slots, spread over the slot space.
+    expect([0, 1, 2, 3].map((p) => Math.floor(keySlot(keys.part('parts', p, 4).part) / 4096))).toEqual([0, 1, 2, 3]);
+    await redis.sadd(k0.pending.parse, 'pxx');
+    expect(await settleCrawl(redis, keys, lay)).toBe(false);
+    await redis.srem(k0.pending.parse, 'pxx');
+    await redis.hset(k3.part, 'q', '2');
+    expect(await settleCrawl(redis, keys, lay)).toBe(false);
+    await redis.hset(k3.part, 'q', '0');
+    // While an injection (a seeding run) is open, the crawl stays running even with every partition idle.
+    const during = await whileInjecting(redis, keys, lay, 'seed:test', async () => {
+      expect(await settleCrawl(redis, keys, lay)).toBe(false);
+      return (await redis.hget(keys.crawl('parts').meta, 'state')) ?? '';
+    });
+    expect(during).toBe('running');
+    // Its end checks the crawl: all idle, so done.
+    expect(await redis.hget(keys.crawl('parts').meta, 'state')).toBe('done');
+  });
+
+  test("the fetch backlog that autoscaling reads counts the URLs waiting in running crawls' host queues, not a paused crawl's", async () => {
+    const urls = (name: string, n: number) => Array.from({ length: n }, (_, i) => admit(`http://h.test/${name}-${i}`));
+    await redis.hset(keys.crawl('backlog-running').meta, 'state', 'running', 'parts', '1');
+    await redis.hset(keys.crawl('backlog-paused').meta, 'state', 'paused', 'parts', '1');
     await redis.sadd(keys.crawlIndex(), 'backlog-running', 'backlog-paused');
-    // A window of 0 takes nothing: every URL stays in the frontier.
-    await admitUrls(redis, keys, 'backlog-running', urls('r', 30), undefined, { window: 0, minBatch: 1 });
-    await admitUrls(redis, keys, 'backlog-paused', urls('p', 12), undefined, { window: 0, minBatch: 1 });
+    // Not running in their partitions: every URL stays in the host queues.
+    await admitTo('backlog-running', urls('r', 30));
+    await admitTo('backlog-paused', urls('p', 12));
     const queues = createQueues(redis, keys);
     try {
       const registry = new Registry();
@@ -177,5 +252,9 @@ describe('the frontier on real Redis', () => {
     } finally {
       await closeQueues(queues);
     }
+  });
+
+  test('a take returns triples the caller enqueues; a malformed request is dropped', () => {
+    expect(takenRequests(['fa', '{"u":"http://h.test/","d":2}', '1500', 'fb', 'not json', '0'])).toEqual([{ jobId: 'fa', request: { url: 'http://h.test/', depth: 2 }, delayMs: 1500 }]);
   });
 });

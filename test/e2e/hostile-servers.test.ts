@@ -2,7 +2,7 @@ import { gzipSync } from 'node:zlib';
 import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
 import { startServer } from '../fixtures/http-server.mjs';
-import { REDIS_URL, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson, deadLetters } from '../helpers/cli.js';
 
 const PAGES = ['flaky', 'always500', 'huge', 'bomb', 'slow', 'loop', 'ok', 'notfound'];
 
@@ -71,8 +71,8 @@ describe('hostile servers never crash a worker; each URL ends with the right rea
       ).toEqual(['fine', 'flaky at last', 'index']);
 
       const dead = Object.fromEntries(
-        Object.values(await redis.hgetall(new Keys(prefix).crawl('hostile').dead)).map((j) => {
-          const d = JSON.parse(j);
+        (await deadLetters(redis, prefix, 'hostile')).map((j) => {
+          const d = j as { url: string; code: string; reason: string; attempts: number };
           return [new URL(d.url).pathname.slice(1), { code: d.code, reason: d.reason, attempts: d.attempts }];
         }),
       );
@@ -172,7 +172,7 @@ describe('hostile servers never crash a worker; each URL ends with the right rea
       const run = await runCli(['crawl', spider, '--crawl-id', crawlId, '--out', `${dir}/${crawlId}.jsonl`, '--json', '--quiet'], { env });
       expect(run.code).toBe(0);
       expect(site.requests).toHaveLength(0);
-      const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl(crawlId).dead)).map((j) => JSON.parse(j));
+      const dead = await deadLetters(redis, prefix, crawlId);
       expect(dead.map((d) => d.code)).toEqual(['ERR_FORBIDDEN_ADDRESS', 'ERR_FORBIDDEN_ADDRESS', 'ERR_FORBIDDEN_ADDRESS']);
       expect(dead.map((d) => d.attempts)).toEqual([1, 1, 1]);
     } finally {

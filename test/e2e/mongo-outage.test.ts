@@ -6,7 +6,7 @@ import { MongoClient } from 'mongodb';
 import { Keys } from '@crawlfleet/core';
 import { BOOKS_ARCHIVE, serveFolder, unpack } from '../fixtures/static-site.mjs';
 import { booksTruth } from '../helpers/books-truth.js';
-import { REDIS_URL, ROOT, comparable, dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, ROOT, comparable, dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson, deadLetters } from '../helpers/cli.js';
 import { startMongo, type MongoServer } from '../helpers/mongo.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -114,7 +114,7 @@ describe("a MongoDB outage longer than the write jobs' attempts (FerretDB)", () 
       }
 
       // No write dead-lettered: the only dead letters are the pages missing from the copy (404s).
-      const dead = Object.values(await redis.hgetall(keys.crawl(crawlId).dead)).map((j) => JSON.parse(j) as { stage: string; reason: string });
+      const dead = (await deadLetters(redis, keys.prefix, crawlId)) as unknown as { stage: string; reason: string }[];
       const missing = truth.detailLinks.size - 200 + 1;
       expect(dead.filter((d) => d.stage === 'write')).toEqual([]);
       expect(dead).toHaveLength(missing);

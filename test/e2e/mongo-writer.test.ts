@@ -2,11 +2,11 @@ import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
-import { Keys, type Logger, validateSpider } from '@crawlfleet/core';
+import { type Logger, validateSpider } from '@crawlfleet/core';
 import { type ItemsRejectedError, MongoSink, closeMongoConnections, mongoConnection } from '@crawlfleet/storage';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { startServer } from '../fixtures/http-server.mjs';
-import { REDIS_URL, comparable, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, comparable, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson, deadLetters } from '../helpers/cli.js';
 import { startMongo, type MongoServer } from '../helpers/mongo.js';
 
 // Small sites: FerretDB's SQLite handler scans a collection on every update (docs/ferretdb.md).
@@ -150,7 +150,7 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       expect(result.stderr).toContain('MongoDB unavailable: holding the batch and retrying');
       // Nothing dead-lettered but the site's one broken link: an outage refuses no item.
       const redis = new Redis(REDIS_URL);
-      const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl('m-outage').dead)).map((j) => JSON.parse(j).reason);
+      const dead = (await deadLetters(redis, prefix, 'm-outage')).map((d) => d.reason);
       redis.disconnect();
       expect(dead).toEqual(['HTTP 404']);
       const truth = groundTruth(site.url, shape);
@@ -265,7 +265,7 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       expect(run.code).toBe(0);
       const stored = await client.db(db).collection('note').find({}).project({ _id: 1 }).toArray();
       expect(stored.map((d) => d._id).sort()).toEqual(['/#0', '/big.html#0', '/big.html#2', '/other.html#0']);
-      const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl('m-big').dead)).map((j) => JSON.parse(j));
+      const dead = await deadLetters(redis, prefix, 'm-big');
       expect(dead).toHaveLength(1);
       expect(dead[0]).toMatchObject({ stage: 'write', url: `${site.url}/big.html`, code: 'ERR_ITEM_REJECTED', reason: expect.stringMatching(/document too large for MongoDB: \d+ bytes > 16777216/) });
       expect(JSON.parse(run.stdout.trim().split('\n').pop()!).counters).toMatchObject({ failed: 1, written: 2 });

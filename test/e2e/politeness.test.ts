@@ -187,7 +187,7 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
     }
   });
 
-  test('one fetcher with 64 slots and one slow host: jobs waiting for the slow host hold no slot, and the other host is crawled meanwhile', async () => {
+  test("one fetcher with 64 slots and one slow host: the slow host's URLs wait in its queue, not in fetch slots nor parked, and the other host is crawled meanwhile", async () => {
     const [slow, fast] = [HOSTS[3]!, HOSTS[4]!];
     const site = await startPoliteSite({
       pages: 40,
@@ -204,12 +204,11 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
         env: testEnv(alone, { HOST_RESOLVE: env.HOST_RESOLVE! }),
       });
       expect(run.code).toBe(0);
-      // Waiting does not spin: the 40 slow pages waited about 10 s in all, yet were parked only a
-      // few times each (a job comes back when its turn is due, not to poll).
+      // Waiting does not spin: the 40 slow pages waited about 10 s in all in their host's queue, which
+      // hands out two at a time, so a job is seldom parked for its host's turn (issue #18).
       const { deferred } = JSON.parse(run.stdout.trim().split('\n').pop()!).counters;
       process.stderr.write(`slow host: ${deferred} deferrals for 40 waiting pages\n`);
-      expect(deferred).toBeGreaterThan(0);
-      expect(deferred).toBeLessThanOrEqual(40 * 4);
+      expect(deferred).toBeLessThanOrEqual(4);
       expect(readJsonl(join(dir, 'slow.jsonl'))).toHaveLength(80);
       const slowStats = hostStats(site.requests, slow);
       const fastStats = hostStats(site.requests, fast);

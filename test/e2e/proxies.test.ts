@@ -3,9 +3,8 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { Keys } from '@crawlfleet/core';
 import { politeSpider, startPoliteSite } from '../fixtures/polite-site.mjs';
-import { REDIS_URL, ROOT, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, ROOT, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson, deadLetters } from '../helpers/cli.js';
 import { startTinyproxy, type Tinyproxy } from '../helpers/tinyproxy.js';
 
 const PASSWORD = 's3cret-proxy-pw';
@@ -55,7 +54,7 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
     const waited = await runCli(['wait', '--crawl-id', crawlId, '--timeout', '150'], { env, timeoutMs: 160_000 });
     expect(waited.code).toBe(0);
     const status = JSON.parse((await runCli(['status', '--crawl-id', crawlId, '--json'], { env })).stdout);
-    const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl(crawlId).dead)).map((j) => JSON.parse(j));
+    const dead = await deadLetters(redis, prefix, crawlId);
     return { items: existsSync(out) ? readJsonl(out) : [], status, dead };
   };
   const byProxy = (site: { requests: { remote?: string | undefined }[] }) => ['127.0.0.2', '127.0.0.3', '127.0.0.4'].map((a) => site.requests.filter((r) => r.remote === a).length);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import { Keys } from '@crawlfleet/core';
+import { getDeadLetters } from '@crawlfleet/crawl';
 import { politeSpider, startPoliteSite } from '../fixtures/polite-site.mjs';
 import { startAuthProxy, type AuthProxy } from '../helpers/auth-proxy.js';
 import { resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson, type CliResult } from '../helpers/cli.js';
@@ -209,7 +210,7 @@ describe('credentials with @, : and / never leave the process that was given the
     // The stored sink says where the items went and that it needs credentials, and nothing more.
     const keys = new Keys(prefix);
     expect(JSON.parse((await redis.hget(keys.crawl('one').meta, 'sink'))!)).toEqual({ kind: 'mongo', url: `${mongo.url}?authMechanism=PLAIN`, needsCredentials: true });
-    expect([await redis.hlen(keys.crawl('one').dead), await redis.hlen(keys.crawl('two').dead)]).toEqual([1, 1]);
+    expect([Object.keys(await getDeadLetters(redis, keys, 'one')).length, Object.keys(await getDeadLetters(redis, keys, 'two')).length]).toEqual([1, 1]);
     seen.push({ where: 'redis', text: await dumpRedis(redis) });
 
     expect(seen.flatMap(({ where, text }) => leaks(where, text))).toEqual([]);

@@ -1,9 +1,8 @@
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { Keys } from '@crawlfleet/core';
 import { hostStats } from '../fixtures/polite-site.mjs';
 import { startServer } from '../fixtures/http-server.mjs';
-import { REDIS_URL, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson, deadLetters } from '../helpers/cli.js';
 
 const HOSTS = ['a.test', 'b.test', 'slow.test', 'elsewhere.test'];
 const SLOW_DELAY_MS = 800;
@@ -107,7 +106,7 @@ describe('redirects to another host obey that host: its robots.txt, its politene
       // and 3 hops of the chain; the off-site target is out of scope, so skipped without being seen.
       expect(status.counters).toMatchObject({ seen: 19, fetched: 6, redirected: 10, skipped: 3, failed: 1, items: 5 });
       // The chain ends at limits.maxRedirects, counted across hosts.
-      const dead = Object.values(await redis.hgetall(new Keys(prefix).crawl('redirects').dead)).map((j) => JSON.parse(j));
+      const dead = await deadLetters(redis, prefix, 'redirects');
       expect(dead.map((d) => [d.url, d.code])).toEqual([[`http://b.test:${port}/hop/3`, 'ERR_TOO_MANY_REDIRECTS']]);
     } finally {
       redis.disconnect();

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { Keys, SCRIPT_NAMES, connectRedis, runScript, scriptSource, validateSpider, type RedisClient } from '@crawlfleet/core';
 import { Limiter, healthFromHash, hostPolicy } from '@crawlfleet/politeness';
+import { partKeysOfUrl } from '@crawlfleet/crawl';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { redisCli, startRedisCluster, startRedisSentinel } from '../fixtures/redis-cluster.mjs';
 import { comparable, readJsonl, runCli, spawnCli, tempDir, testEnv, waitFor, writeJson } from '../helpers/cli.js';
@@ -111,13 +112,24 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
       expect(deadAgain.map((d) => [d.url, d.code])).toEqual([[`${site.url}/catalogue/missing-page.html`, 'ERR_HTTP_STATUS']]);
 
       redis = await connectRedis(cluster.url);
-      const k = new Keys('cf').crawl('on-cluster');
-      // The frontier's take outside finishJob (resume, a seeder's top-up), which a crawl this small
-      // never needs: the frontier is empty, so nothing is taken.
-      expect(await runScript(redis, 'takeFrontier', [k.meta, k.frontier, k.pending.fetch, k.requests], [1000, 1])).toEqual([]);
+      // The crawl's partition that holds the site's host (16 on a cluster).
+      expect(status.partitions).toBe(16);
+      const k = partKeysOfUrl(new Keys('cf'), { crawlId: 'on-cluster', parts: 16 }, site.url);
+      // The frontier's take outside a finish (a resume, the reconciler's backstop), which a crawl
+      // this small never needs: no host has URLs waiting, so nothing is taken.
+      expect(await runScript(redis, 'takeReady', [k.part, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog], [1000, 1, 60_000, k.hostQueue])).toEqual([]);
       // The reconciler's script, which a crawl without lost jobs never needs: a job that is not
       // pending any more is left alone (0).
-      expect(await runScript(redis, 'rewindUrl', [k.pending.parse, k.pending.fetch, k.rebuilds, k.suspects, k.urls, k.active.parse, k.delayed.parse], ['pnot-pending', 5])).toBe(0);
+      expect(
+        await runScript(
+          redis,
+          'rewindUrl',
+          [k.pending.parse, k.pending.fetch, k.rebuilds, k.suspects, k.part, k.active.parse, k.delayed.parse, k.hosts, k.ready],
+          ['pnot-pending', 5, k.urlBucket, '127.0.0.1', k.hostQueue],
+        ),
+      ).toBe(0);
+      // A retry's or a deferral's script, which a crawl whose hosts' turns come from the frontier may not need.
+      expect(await runScript(redis, 'delayJob', [k.pending.fetch, k.active.fetch, k.delayed.fetch, k.counters, k.parked.fetch], ['fnot-pending', '', ''])).toBe(0);
 
       // The proxy path, which a crawl without proxies never takes: a proxied request takes its
       // host then its proxy (one per second, a burst of 1); a second one must wait for the proxy

@@ -4,9 +4,8 @@ import { createServer as createHttpsServer } from 'node:https';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { Redis } from 'ioredis';
-import { Keys } from '@crawlfleet/core';
 import { startServer } from '../fixtures/http-server.mjs';
-import { REDIS_URL, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson, deadLetters } from '../helpers/cli.js';
 import { startTinyproxy, type Tinyproxy } from '../helpers/tinyproxy.js';
 
 /**
@@ -84,7 +83,7 @@ describe('SSRF: names resolving to loopback, private, link-local and metadata ad
     const out = join(dir, `${crawlId}.jsonl`);
     const run = await runCli(['crawl', spider, '--crawl-id', crawlId, '--out', out, '--json', '--quiet', ...args], { env: testEnv(prefixes[crawlId], { HOST_RESOLVE }), timeoutMs: 120_000 });
     expect(run.code).toBe(0);
-    const dead = Object.values(await redis.hgetall(new Keys(prefixes[crawlId]).crawl(crawlId).dead)).map((j) => JSON.parse(j));
+    const dead = await deadLetters(redis, prefixes[crawlId], crawlId);
     return { items: existsSync(out) ? readJsonl(out) : [], dead, status: JSON.parse(run.stdout.trim().split('\n').pop()!) };
   };
 
@@ -106,7 +105,7 @@ describe('SSRF: names resolving to loopback, private, link-local and metadata ad
     );
     expect(dead).toHaveLength(3 * FORBIDDEN.length);
     // Each refusal names the address it refused.
-    for (const f of FORBIDDEN) expect(dead.find((d) => d.url === `http://${f.name}:${port}/direct`).reason).toContain(`resolves to ${f.address}`);
+    for (const f of FORBIDDEN) expect(dead.find((d) => d.url === `http://${f.name}:${port}/direct`)!.reason).toContain(`resolves to ${f.address}`);
     expect(status.counters).toMatchObject({ failed: 3 * FORBIDDEN.length, items: 1 });
     const asked = site.requests
       .slice(before)

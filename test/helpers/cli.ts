@@ -106,3 +106,22 @@ export async function resultWithin(child: ChildProcess & { result: Promise<CliRe
   const { stderr } = await child.result;
   throw new Error(`${what} did not finish within ${timeoutMs} ms; the tail of its stderr:\n${stderr.slice(-4000)}`);
 }
+
+/** A dead-letter record as tests read it. */
+export interface DeadLetterRecord {
+  url: string;
+  stage: string;
+  code: string;
+  reason: string;
+  attempts: number;
+  at: string;
+  // biome-ignore lint/suspicious/noExplicitAny: a job's payload, whatever its stage
+  data?: any;
+}
+
+/** A crawl's dead-letter records, from every partition (getDeadLetters), for assertions. */
+export async function deadLetters(redis: import('ioredis').Redis, prefix: string, crawlId: string): Promise<DeadLetterRecord[]> {
+  const { Keys } = await import('@crawlfleet/core');
+  const { getDeadLetters } = await import('@crawlfleet/crawl');
+  return Object.values(await getDeadLetters(redis, new Keys(prefix), crawlId)) as DeadLetterRecord[];
+}

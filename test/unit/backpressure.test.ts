@@ -59,10 +59,10 @@ describe('backpressure', () => {
       await connection
         .multi()
         .sadd(keys.crawlIndex(), 'paused-one', 'running-one')
-        .hset(keys.crawl('paused-one').meta, 'state', 'paused')
-        .hset(keys.crawl('running-one').meta, 'state', 'running')
+        .hset(keys.crawl('paused-one').meta, 'state', 'paused', 'parts', '1')
+        .hset(keys.crawl('running-one').meta, 'state', 'running', 'parts', '1')
         .exec();
-      await connection.sadd(keys.crawl('paused-one').parked.write, ...Array.from({ length: 6 }, (_, i) => `w${i}`));
+      await connection.sadd(keys.part('paused-one', 0, 1).parked.write, ...Array.from({ length: 6 }, (_, i) => `w${i}`));
       await downstream.addBulk(Array.from({ length: 6 }, (_, i) => ({ name: 'write', data: { i }, opts: { jobId: `w${i}`, delay: 24 * 3_600_000 } })));
       await downstream.add('write', {}, { jobId: 'other' });
       expect(await parkedJobs(connection, keys, 'write')).toBe(6);

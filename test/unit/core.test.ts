@@ -3,6 +3,8 @@ import {
   DEFAULT_BLOCK_PATTERNS,
   Keys,
   POLITE_SHARDS,
+  keySlot,
+  partitionOfHost,
   jobId,
   politeShard,
   parseRetryAfter,
@@ -52,12 +54,29 @@ describe('spider validation', () => {
 });
 
 describe('keys and ids', () => {
-  test('queue keys and crawl keys carry their hash tags', () => {
+  test('queue keys, crawl keys and partition keys carry their hash tags', () => {
     const keys = new Keys('cf');
     expect(keys.queuePrefix('fetch')).toBe('cf:{fetch}');
-    const k = keys.crawl('books-1');
-    for (const key of keys.allCrawlKeys('books-1')) expect(key).toMatch(/^cf:crawl:\{books-1\}:/);
-    expect(k.pending.parse).toBe('cf:crawl:{books-1}:pending:parse');
+    for (const key of keys.crawlOwnKeys('books-1')) expect(key).toMatch(/^cf:crawl:\{books-1\}:/);
+    // A crawl of one partition: its tag is the crawl id with the partition's number.
+    expect(keys.part('books-1', 0, 1).pending.parse).toBe('cf:crawl:{books-1/0.0}:pending:parse');
+    // Of sixteen: each partition's tag lands in its sixteenth of the slot space, every key of it in one slot.
+    for (let p = 0; p < 16; p++) {
+      const k = keys.part('books-1', p, 16);
+      const slots = new Set(keys.partFixedKeys(k).map(keySlot));
+      expect(slots.size).toBe(1);
+      expect(Math.floor([...slots][0]! / 1024)).toBe(p);
+      expect(k.hostQueue).toMatch(/^cf:crawl:\{books-1\/\d+\.\d+\}:hq:$/);
+    }
+  });
+
+  test("a host's partition is the same everywhere, and hosts spread over the partitions", () => {
+    expect(partitionOfHost('example.com', 16)).toBe(partitionOfHost('example.com', 16));
+    expect(partitionOfHost('example.com', 1)).toBe(0);
+    const counts = new Array(16).fill(0);
+    for (let i = 0; i < 1600; i++) counts[partitionOfHost(`host-${i}.example`, 16)]++;
+    expect(Math.min(...counts)).toBeGreaterThan(60);
+    expect(Math.max(...counts)).toBeLessThan(140);
   });
 
   test('job ids are deterministic, never all digits, never contain ":"', () => {

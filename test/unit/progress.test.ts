@@ -10,6 +10,8 @@ test('the TTY progress line shows pages per second, queue depths, items, errors 
     counters: { ...emptyCounters(), seen: 500, fetched: 200, items: 340, written: 300, failed: 2, retries: 5 },
     queues: { fetch: { ...q, waiting: 280, active: 16, delayed: 4 }, parse: { ...q, waiting: 3, active: 2 }, write: { ...q, active: 1 } },
     frontier: 0,
+    hosts: [],
+    partitions: 1,
     startedAt: '',
     finishedAt: null,
   };

@@ -28,6 +28,7 @@
   comes back spread out instead of all at once; a job that has waited before comes back at the
   earliest moment, backing off while the host stays full.
 ]]
+--!include hostSpacing.lua
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local host, leases = KEYS[1], KEYS[2]
@@ -46,10 +47,8 @@ local delay = baseDelay
 if ARGV[6] == '1' then
   delay = math.max(baseDelay, math.min(tonumber(h[4]) or baseDelay, tonumber(ARGV[7])))
 end
--- A little over the delay (15%, at most 40 ms): the site sees a request a moment after its grant, and
--- that moment varies with the fetcher's load, so grants spaced by exactly the delay could arrive closer.
-local gap = delay * jitter
-if gap > 0 then gap = gap + math.min(40, gap * 0.15) end
+-- A little over the delay (hostSpacing.lua), the spacing the frontier hands out a host's URLs by.
+local gap = hostSpacing(delay * jitter)
 local latency = tonumber(h[5]) or 0
 -- how far apart deferred requests are spread: the delay, or the time a slot takes to free up
 -- (at least 5 ms, so a crowd for a host of unknown latency does not come back at one instant)

@@ -30,6 +30,10 @@ export const ENV_TABLE = {
     default: '2000',
     doc: "the most fetch jobs of one crawl in BullMQ at a time; the rest wait in the crawl's compact frontier list (about 250 bytes a URL, where a job costs about 1 KB)",
   },
+  FRONTIER_PARTITIONS: {
+    default: '',
+    doc: "how many partitions (hash slots, by host) a new crawl's frontier, seen-URL index and in-flight state are spread over; fixed for the crawl's life. Default 1 on one Redis, 16 on a Redis Cluster (one crawl then spreads over its masters). A crawl with maxPages has 1: its budget is one counter",
+  },
   PARSE_HIGH_WATER: { default: '5000', doc: 'fetchers pause while the parse queue holds more jobs than this' },
   WRITE_HIGH_WATER: { default: '5000', doc: 'parsers pause while the write queue holds more jobs than this' },
   WRITE_BATCH_SIZE: { default: '500', doc: 'a writer flushes when this many items have gathered...' },
@@ -65,6 +69,7 @@ const envSchema = z.object({
   RECONCILE_INTERVAL_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
   RECONCILE_GRACE_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
   FRONTIER_WINDOW: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of jobs'),
+  FRONTIER_PARTITIONS: z.string().regex(/^([1-9]\d{0,2})?$/, 'must be a number of partitions from 1 to 999'),
   PARSE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
   WRITE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
   WRITE_BATCH_SIZE: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of items'),
@@ -93,8 +98,10 @@ export interface Env {
   maxStalledCount: number | undefined;
   reconcileIntervalMs: number;
   reconcileGraceMs: number;
-  /** FRONTIER_WINDOW: the most fetch jobs of one crawl pending at once (the lean frontier) */
+  /** FRONTIER_WINDOW: the most fetch jobs of one crawl pending at once, shared by its partitions */
   frontierWindow: number;
+  /** FRONTIER_PARTITIONS: a new crawl's partitions (frontierPartitions picks the default by REDIS_URL) */
+  frontierPartitions: number;
   parseHighWater: number;
   writeHighWater: number;
   writeBatchSize: number;
@@ -111,6 +118,12 @@ export interface Env {
   livenessStallMs: number;
   dashboardUser: string;
   dashboardPassword: string;
+}
+
+/** Partitions of a new crawl when FRONTIER_PARTITIONS is not set: they pay off only on a Redis Cluster. */
+export const CLUSTER_PARTITIONS = 16;
+function defaultPartitions(redisUrl: string): number {
+  return parseRedisUrl(redisUrl).mode === 'cluster' ? CLUSTER_PARTITIONS : 1;
 }
 
 /** Reads a list given inline (comma/newline separated) or as `@path/to/file`. */
@@ -152,6 +165,7 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     reconcileIntervalMs: Number(e.RECONCILE_INTERVAL_MS),
     reconcileGraceMs: Number(e.RECONCILE_GRACE_MS),
     frontierWindow: Number(e.FRONTIER_WINDOW),
+    frontierPartitions: e.FRONTIER_PARTITIONS === '' ? defaultPartitions(e.REDIS_URL) : Number(e.FRONTIER_PARTITIONS),
     parseHighWater: Number(e.PARSE_HIGH_WATER),
     writeHighWater: Number(e.WRITE_HIGH_WATER),
     writeBatchSize: Number(e.WRITE_BATCH_SIZE),

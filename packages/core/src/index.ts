@@ -3,6 +3,7 @@ export * from './redact.js';
 export * from './logger.js';
 export * from './env.js';
 export * from './keys.js';
+export * from './partitions.js';
 export * from './ids.js';
 export * from './jobs.js';
 export * from './redis.js';

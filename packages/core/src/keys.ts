@@ -1,4 +1,5 @@
 import { ConfigError } from './errors.js';
+import { fnv1a, spreadTag } from './partitions.js';
 
 /**
  * Every Redis key crawlfleet uses is built here; no other file spells a key.
@@ -21,33 +22,60 @@ export function assertCrawlId(id: string): string {
   return id;
 }
 
+/** A crawl's keys in its own slot `{crawlId}`: what is the crawl's as a whole. */
 export interface CrawlKeys {
-  /** hash: spider JSON, state, sink, timestamps */
+  /** hash: spider JSON, state, sink, timestamps, `parts` (its partition count), `gen` (see injections) */
   meta: string;
-  /** hash: the status counters */
+  /** hash: counters of a crawl registered before partitions (status still reads it) */
   counters: string;
   /**
-   * hash: the seen-URL index, URL fingerprint -> admission state, packed as 8-byte records into
-   * URL_BUCKETS fields (lua/includes/urlIndex.lua; admitUrls-6.lua for the states)
+   * hash: work being brought into the crawl from outside its jobs (a seeding run, a replay) -> when
+   * its lease lapses unless renewed (ms). While it holds an entry the crawl cannot be marked done.
    */
-  urls: string;
-  /** list: fingerprints of admitted URLs waiting to be taken into the fetch stage (the lean frontier) */
-  frontier: string;
+  seeding: string;
+  /** hash: why items were dropped as invalid -> how many, a sample of at most MAX_INVALID_REASONS reasons */
+  invalidReasons: string;
+}
+
+/**
+ * One partition of a crawl: the URLs of the hosts whose hash falls on it, in a slot of its own
+ * (`{crawlId/p.k}`, spread over the slot space by spreadTag), so every script over a URL's state
+ * touches one slot, and a big crawl spreads over a cluster.
+ */
+export interface PartKeys {
+  /**
+   * hash: copies of the crawl's state, version and startedAt (so a job's begin reads one slot);
+   * `q` URLs waiting in this partition's host queues; `epoch`, raised whenever work is added (the
+   * done check); `iL`, `is`, `in`: the seen-URL index's level, split pointer and record count
+   */
+  part: string;
+  /** hash: this partition's share of the status counters, and `dead.<stage>` */
+  counters: string;
+  /**
+   * prefix of the seen-URL index's buckets: `<urlBucket><n>` is a hash of 8-byte fingerprint
+   * prefix -> state (lua/includes/urlIndex.lua); the buckets grow in number with the crawl
+   */
+  urlBucket: string;
+  /** prefix of a host's queue: `<hostQueue><host>` is a list of waiting URLs (fingerprint + request JSON) */
+  hostQueue: string;
+  /** hash: host -> its frontier state, packed "i:c:g:n:h:a" (lua/includes/hosts.lua) */
+  hosts: string;
+  /** sorted set: host -> when it may next be handed a URL (ms); only hosts with URLs waiting and room in flight */
+  ready: string;
+  /** sorted set: host -> URLs waiting in its queue (status's busiest hosts; reset and gc find the queues here) */
+  backlog: string;
   /** hash: job id -> JSON dead-letter record */
   dead: string;
   /**
-   * hash: fingerprint -> the fetch request (compact JSON: u url, d depth, x redirects) of a URL in
-   * flight in any stage, so the reconciler can rebuild a lost job; removed when the URL leaves the last stage
+   * hash: fingerprint -> the fetch request (compact JSON: u url, d depth, x redirects, r referer, m
+   * meta) of a URL taken into the fetch stage or beyond, so the reconciler can rebuild a lost job;
+   * removed when the URL leaves the last stage
    */
   requests: string;
   /** hash: job id -> when the reconciler first found it pending with no live job behind it (ms) */
   suspects: string;
   /** hash: fingerprint -> how many times the reconciler rebuilt its lost jobs */
   rebuilds: string;
-  /** hash: seeding run id -> when its sentinel lapses unless renewed (ms); see seeder */
-  seeding: string;
-  /** hash: why items were dropped as invalid -> how many, a sample of at most MAX_INVALID_REASONS reasons */
-  invalidReasons: string;
   /** sets, per stage: job ids enqueued and not yet finished / taken by a worker / waiting for a retry */
   pending: Record<Stage, string>;
   active: Record<Stage, string>;
@@ -79,16 +107,8 @@ export const POLITE_SHARDS = 16;
 
 /** Pure: which of the POLITE_SHARDS slots holds a host's politeness keys (FNV-1a of the host name). */
 export function politeShard(host: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < host.length; i++) {
-    hash ^= host.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193) >>> 0;
-  }
-  return hash % POLITE_SHARDS;
+  return fnv1a(host) % POLITE_SHARDS;
 }
-
-/** Fields (buckets) of the seen-URL index hash; lua/includes/urlIndex.lua must say the same. */
-export const URL_BUCKETS = 65536;
 
 export class Keys {
   constructor(readonly prefix: string) {}
@@ -108,21 +128,33 @@ export class Keys {
     return { lock: `${this.prefix}:reconciler:lock`, progress: `${this.prefix}:reconciler:progress` };
   }
 
-  /** Every key of one crawl, sharing the hash tag `{crawlId}`. */
+  /** The keys of one crawl as a whole, sharing the hash tag `{crawlId}`. */
   crawl(crawlId: string): CrawlKeys {
     const base = `${this.prefix}:crawl:{${crawlId}}`;
-    const perStage = (kind: string) => Object.fromEntries(STAGES.map((s) => [s, `${base}:${kind}:${s}`])) as Record<Stage, string>;
     return {
       meta: `${base}:meta`,
       counters: `${base}:counters`,
-      urls: `${base}:urls`,
-      frontier: `${base}:frontier`,
+      seeding: `${base}:seeding`,
+      invalidReasons: `${base}:invalid-reasons`,
+    };
+  }
+
+  /** The keys of partition `index` of a crawl of `parts` partitions, in a slot of their own. */
+  part(crawlId: string, index: number, parts: number): PartKeys {
+    const base = `${this.prefix}:crawl:{${spreadTag(crawlId, index, parts)}}`;
+    const perStage = (kind: string) => Object.fromEntries(STAGES.map((s) => [s, `${base}:${kind}:${s}`])) as Record<Stage, string>;
+    return {
+      part: `${base}:part`,
+      counters: `${base}:counters`,
+      urlBucket: `${base}:u:`,
+      hostQueue: `${base}:hq:`,
+      hosts: `${base}:hosts`,
+      ready: `${base}:ready`,
+      backlog: `${base}:backlog`,
       dead: `${base}:dead`,
       requests: `${base}:requests`,
       suspects: `${base}:suspects`,
       rebuilds: `${base}:rebuilds`,
-      seeding: `${base}:seeding`,
-      invalidReasons: `${base}:invalid-reasons`,
       pending: perStage('pending'),
       active: perStage('active'),
       delayed: perStage('delayed'),
@@ -161,22 +193,16 @@ export class Keys {
     return { identities: `${base}:identities`, state: `${base}:state` };
   }
 
-  /** Every key of a crawl as a flat list, for `reset`. */
-  allCrawlKeys(crawlId: string): string[] {
-    const k = this.crawl(crawlId);
-    return [
-      ...Object.values(this.fileIndex(crawlId)),
-      k.meta,
-      k.counters,
-      k.urls,
-      k.frontier,
-      k.dead,
-      k.requests,
-      k.suspects,
-      k.rebuilds,
-      k.seeding,
-      k.invalidReasons,
-      ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s], k.parked[s]]),
-    ];
+  /** The crawl's own keys (not its partitions') as a flat list, for `reset`. */
+  crawlOwnKeys(crawlId: string): string[] {
+    return [...Object.values(this.fileIndex(crawlId)), ...Object.values(this.crawl(crawlId))];
+  }
+
+  /**
+   * A partition's fixed keys as a flat list, for `reset`. Its index buckets and host queues are
+   * named by number and host: `partitionBuckets` and the backlog find them.
+   */
+  partFixedKeys(k: PartKeys): string[] {
+    return [k.part, k.counters, k.hosts, k.ready, k.backlog, k.dead, k.requests, k.suspects, k.rebuilds, ...STAGES.flatMap((s) => [k.pending[s], k.active[s], k.delayed[s], k.parked[s]])];
   }
 }

@@ -8,21 +8,22 @@ import { fileURLToPath } from 'node:url';
  * `verbNoun-v.lua` for a script that takes a variable number of keys) and
  * registers them on a connection under a versioned name, so two fleet versions can share one Redis.
  */
-export const SCRIPT_VERSION = 5;
+export const SCRIPT_VERSION = 6;
 const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
 
 const SCRIPT_FILES = {
-  admitUrls: 'admitUrls-6.lua',
-  addPending: 'addPending-4.lua',
-  beginJob: 'beginJob-4.lua',
-  finishJob: 'finishJob-11.lua',
-  delayJob: 'delayJob-5.lua',
-  checkDone: 'checkDone-5.lua',
-  takeFrontier: 'takeFrontier-4.lua',
-  rewindUrl: 'rewindUrl-7.lua',
-  replayDeadLetter: 'replayDeadLetter-7.lua',
   registerCrawl: 'registerCrawl-1.lua',
+  beginInjection: 'beginInjection-2.lua',
+  endInjection: 'endInjection-2.lua',
+  markDone: 'markDone-2.lua',
   noteInvalid: 'noteInvalid-1.lua',
+  admitUrls: 'admitUrls-7.lua',
+  takeReady: 'takeReady-6.lua',
+  beginJob: 'beginJob-5.lua',
+  finishJob: 'finishJob-12.lua',
+  delayJob: 'delayJob-5.lua',
+  rewindUrl: 'rewindUrl-9.lua',
+  replayDeadLetter: 'replayDeadLetter-8.lua',
   acquireHost: 'acquireHost-2.lua',
   takeProxy: 'takeProxy-v.lua',
   undoHost: 'undoHost-2.lua',
@@ -34,9 +35,14 @@ export type ScriptName = keyof typeof SCRIPT_FILES;
 /** Every script's name. */
 export const SCRIPT_NAMES = Object.keys(SCRIPT_FILES) as ScriptName[];
 
-function readLua(file: string): string {
+/** A script's Lua with its `--!include`s expanded, each include once (an include may include another). */
+function readLua(file: string, included = new Set<string>()): string {
   const text = readFileSync(join(LUA_DIR, file), 'utf8');
-  return text.replace(/^--!include (\S+)$/gm, (_line, name: string) => readLua(join('includes', name)));
+  return text.replace(/^--!include (\S+)$/gm, (_line, name: string) => {
+    if (included.has(name)) return `-- (${name}: included above)`;
+    included.add(name);
+    return readLua(join('includes', name), included);
+  });
 }
 
 /**

@@ -1,6 +1,7 @@
-import { runScript, type FetchJob, type Keys, type Queues, type Spider, type RedisClient } from '@crawlfleet/core';
-import { admitUrls, takenRequests, uniqueCandidates, type Candidate, type FetchRequest, type FrontierTake, type TakenRequest } from '@crawlfleet/frontier';
+import { hostLimits, runScript, type FetchJob, type Keys, type Queues, type Spider, type RedisClient } from '@crawlfleet/core';
+import { admitToPartition, takenRequests, uniqueCandidates, type AdmissionPolicy, type Candidate, type FetchRequest, type FrontierTake, type TakenRequest } from '@crawlfleet/frontier';
 import type { JobsOptions } from 'bullmq';
+import { allPartKeys, partOfUrl, type CrawlLayout } from './layout.js';
 import type { SettledUrls } from './settled-urls.js';
 
 export { frontierTake } from '@crawlfleet/frontier';
@@ -11,6 +12,9 @@ export { frontierTake } from '@crawlfleet/frontier';
  * whole fleet (and overflow the call's argument list).
  */
 export const ADMIT_CHUNK = 1000;
+
+/** Admission calls in flight at once: this process prepares the next while Redis runs the last. */
+const ADMIT_LANES = 2;
 
 /** What an admission changed in the crawl's counters: URLs newly seen, and the change to skipped. */
 export type AdmissionCounts = { seen: number; skipped: number };
@@ -25,73 +29,99 @@ export function fetchJobOptions(spider: Spider): JobsOptions {
   return { attempts: spider.retry.attempts + 1, backoff: { type: 'crawlfleet' } };
 }
 
+/** Pure: what admission reads of a spider (its budgets and each host's concurrency and delay). */
+export function admissionPolicy(spider: Spider): AdmissionPolicy {
+  return {
+    maxPages: spider.maxPages,
+    maxPagesPerHost: spider.limits.maxPagesPerHost,
+    hostLimits: (host) => hostLimits(spider, host),
+  };
+}
+
 /**
  * Adds the fetch jobs of requests that are pending already (taken from the frontier, or admitted
- * earlier and enqueued again: the job id makes that a no-op unless the job was lost).
+ * earlier and enqueued again: the job id makes that a no-op unless the job was lost). A request
+ * whose host's turn is later waits in BullMQ's delayed set until then.
  */
 export async function enqueueFetches(queues: Queues, crawlId: string, spider: Spider, requests: TakenRequest[]): Promise<void> {
   if (requests.length === 0) return;
   const opts = fetchJobOptions(spider);
-  await queues.fetch.addBulk(requests.map((t) => ({ name: 'fetch', data: fetchJobData(crawlId, t.request), opts: { ...opts, jobId: t.jobId } })));
+  await queues.fetch.addBulk(requests.map((t) => ({ name: 'fetch', data: fetchJobData(crawlId, t.request), opts: { ...opts, jobId: t.jobId, ...(t.delayMs > 0 ? { delay: t.delayMs } : {}) } })));
+}
+
+/** Pure: candidates by partition (their host's), each partition's in the order found. */
+export function byPartition(layout: CrawlLayout, candidates: readonly Candidate[]): Candidate[][] {
+  const parts: Candidate[][] = Array.from({ length: layout.parts }, () => []);
+  for (const c of candidates) parts[partOfUrl(layout, c.url)]!.push(c);
+  return parts;
 }
 
 /**
- * Admits URLs to the frontier, a chunk at a time, and enqueues what the admission took from the
- * frontier into the fetch stage. URLs beyond the crawl's window wait in the frontier until
- * finished fetch jobs make room (finishJob-11.lua) or the reconciler takes them.
+ * Admits URLs to the crawl's frontier, into their hosts' queues, a chunk of one partition at a time,
+ * and enqueues what each admission took from the partition's ready hosts into the fetch stage. The
+ * rest wait in their hosts' queues until finished fetch jobs make room and their hosts' turns come
+ * (finishJob-12.lua), or the reconciler takes them.
  */
 export async function admitAndEnqueue(
   redis: RedisClient,
   keys: Keys,
   queues: Queues,
-  crawlId: string,
-  spider: Spider,
+  crawl: CrawlLayout & { spider: Spider },
   candidates: Candidate[],
   options: { take: FrontierTake; referer?: string; settled?: { urls: SettledUrls; scope: string } },
 ): Promise<AdmissionCounts> {
+  const { spider, crawlId } = crawl;
   const settled = options.settled;
   const unique = settled ? settled.urls.unsettled(settled.scope, uniqueCandidates(candidates)) : uniqueCandidates(candidates);
   const counts = { seen: 0, skipped: 0 };
   const referer = options.referer;
-  const admitChunk = async (start: number) => {
-    const chunk = unique.slice(start, start + ADMIT_CHUNK).map((c) => (referer ? { ...c, referer } : c));
-    const { admitted, taken, skipped } = await admitUrls(redis, keys, crawlId, chunk, spider.maxPages, options.take);
+  const policy = admissionPolicy(spider);
+  const parts = allPartKeys(keys, crawl);
+  const chunks: { part: number; list: Candidate[] }[] = [];
+  byPartition(crawl, unique).forEach((list, part) => {
+    for (let i = 0; i < list.length; i += ADMIT_CHUNK) chunks.push({ part, list: list.slice(i, i + ADMIT_CHUNK) });
+  });
+  const admitChunk = async ({ part, list }: { part: number; list: Candidate[] }) => {
+    const chunk = referer ? list.map((c) => ({ ...c, referer })) : list;
+    const { admitted, taken, skipped } = await admitToPartition(redis, parts[part]!, crawlId, chunk, policy, options.take);
     settled?.urls.settle(settled.scope, chunk);
     const again = admitted
       .filter((a) => !a.isNew)
       .map((a) => ({
         jobId: a.jobId,
+        delayMs: 0,
         request: { url: a.url, depth: a.depth, ...(a.redirects ? { redirects: a.redirects } : {}), ...(referer ? { referer } : {}), ...(a.meta ? { meta: a.meta } : {}) },
       }));
     await enqueueFetches(queues, crawlId, spider, [...again, ...taken]);
     counts.seen += admitted.filter((a) => a.isNew).length;
     counts.skipped += skipped;
   };
-  // Two chunks in flight: this process prepares the next (fingerprints, requests) while Redis runs
-  // the last. Each chunk's admission is atomic on its own, so their order does not matter.
+  // Each chunk's admission is atomic on its own, so their order does not matter.
   let next = 0;
   const lane = async () => {
-    while (next < unique.length) {
-      const start = next;
-      next += ADMIT_CHUNK;
-      await admitChunk(start);
-    }
+    while (next < chunks.length) await admitChunk(chunks[next++]!);
   };
-  await Promise.all([lane(), lane()]);
+  await Promise.all(Array.from({ length: Math.min(ADMIT_LANES, chunks.length) }, lane));
   return counts;
 }
 
 /**
- * Takes URLs from a running crawl's frontier into the fetch stage while its window has room, and
- * enqueues them: after a resume, and as the reconciler's backstop. Returns how many.
+ * Feeds the fetch stage from every partition's ready hosts while its window has room, and enqueues
+ * what was taken: after a resume, and as the reconciler's backstop. Returns how many.
  */
-export async function takeFromFrontier(redis: RedisClient, keys: Keys, queues: Queues, crawlId: string, spider: Spider, take: FrontierTake): Promise<number> {
-  const k = keys.crawl(crawlId);
-  let total = 0;
-  for (;;) {
-    const taken = takenRequests(await runScript<string[]>(redis, 'takeFrontier', [k.meta, k.frontier, k.pending.fetch, k.requests], [take.window, take.minBatch]));
-    if (taken.length === 0) return total;
-    await enqueueFetches(queues, crawlId, spider, taken);
-    total += taken.length;
-  }
+export async function takeFromFrontier(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlLayout & { spider: Spider }, take: FrontierTake): Promise<number> {
+  const counts = await Promise.all(
+    allPartKeys(keys, crawl).map(async (k) => {
+      let total = 0;
+      for (;;) {
+        const taken = takenRequests(
+          await runScript<string[]>(redis, 'takeReady', [k.part, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog], [take.window, take.minBatch, take.horizonMs, k.hostQueue]),
+        );
+        if (taken.length === 0) return total;
+        await enqueueFetches(queues, crawl.crawlId, crawl.spider, taken);
+        total += taken.length;
+      }
+    }),
+  );
+  return counts.reduce((a, b) => a + b, 0);
 }

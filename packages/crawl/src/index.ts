@@ -1,5 +1,7 @@
 export * from './counters.js';
+export * from './layout.js';
 export * from './registry.js';
+export * from './completion.js';
 export * from './lifecycle.js';
 export * from './control.js';
 export * from './status.js';

@@ -1,20 +1,45 @@
 import type { JobsOptions } from 'bullmq';
-import { STAGES, runScript, type JobByStage, type Keys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
-import { takenRequests, type FrontierTake, type TakenRequest } from '@crawlfleet/frontier';
+import { STAGES, runScript, type JobByStage, type Keys, type PartKeys, type Stage, type RedisClient } from '@crawlfleet/core';
+import { hostOfUrl, takenRequests, type FrontierTake, type TakenRequest } from '@crawlfleet/frontier';
+import { settleCrawl } from './completion.js';
 import type { CounterIncrements } from './counters.js';
+import { partKeysOfUrl, type CrawlLayout } from './layout.js';
 import type { CrawlState } from './registry.js';
 
 /**
- * The life of a job, kept in the crawl's own keys so that completion is exact: a job id is added to
- * its stage's pending set before the job is enqueued, and leaves it only when its output is durably
- * enqueued or written (finishJob). The crawl is done when all three pending sets are empty.
+ * The life of a job, kept in its URL's partition so that completion is exact: a job id is pending
+ * in its stage from the step that hands it its URL (a take from the frontier, the finish of the job
+ * before it) until its own finish, which applies its effects once (finishJob). The crawl is done
+ * when every partition has nothing pending and nothing waiting (completion.ts).
  */
-export type BeginResult = { state: CrawlState | 'unknown' | 'finished'; version: string; startedAt: string };
+export type BeginResult = { state: CrawlState | 'unknown' | 'finished' | 'early'; version: string; startedAt: string };
 
-export async function beginJob(redis: RedisClient, keys: Keys, crawlId: string, stage: Stage, id: string): Promise<BeginResult> {
-  const k = keys.crawl(crawlId);
-  const [state, version, startedAt] = await runScript<[string, string, string]>(redis, 'beginJob', [k.meta, k.pending[stage], k.active[stage], k.delayed[stage]], [id]);
-  return { state: state as BeginResult['state'], version, startedAt: startedAt ?? '' };
+/** The job that hands a job its URL: a parse job's fetch job, a write job's parse job. */
+const PARENT: Record<Stage, Stage | undefined> = { fetch: undefined, parse: 'fetch', write: 'parse' };
+
+export async function beginJob(redis: RedisClient, keys: Keys, layout: CrawlLayout, stage: Stage, id: string, url: string): Promise<BeginResult> {
+  const k = partKeysOfUrl(keys, layout, url);
+  const parent = PARENT[stage];
+  const [state, version, startedAt] = await runScript<[string, string, string]>(
+    redis,
+    'beginJob',
+    [k.part, k.pending[stage], k.active[stage], k.delayed[stage], k.pending[parent ?? stage]],
+    [id, parent ? `${STAGE_LETTER[parent]}${id.slice(1)}` : ''],
+  );
+  return { state: state as BeginResult['state'], version: version ?? '', startedAt: startedAt ?? '' };
+}
+
+const STAGE_LETTER: Record<Stage, string> = { fetch: 'f', parse: 'p', write: 'w' };
+
+/** What a fetch learnt of its host, for the frontier's schedule of the host's next turns. */
+export interface HostReport {
+  concurrency?: number;
+  /** the delay between starts the limiter applied (ms): the spider's, Crawl-delay, AutoThrottle */
+  delayMs?: number;
+  /** when the request started, on the limiter's clock (Redis's, ms) */
+  startedAt?: number;
+  /** a Retry-After hold: no request before this (ms, epoch) */
+  holdUntil?: number;
 }
 
 export interface FinishInput {
@@ -22,10 +47,12 @@ export interface FinishInput {
   /** frontier update: fingerprint and its new state */
   url?: { fingerprint: string; state: string };
   dead?: DeadLetter;
-  /** a fetch job's finish makes room in the crawl's window: take URLs from the frontier into it */
+  /** a fetch job's finish gives its host's turn back and feeds the fetch stage: how much to take */
   take?: FrontierTake;
-  /** the next stage's job this one enqueued for its URL (finishJob-11.lua, ARGV[9]) */
+  /** the next stage's job this one added for its URL (finishJob-12.lua, ARGV[10]): it becomes pending now */
   handedOver?: string;
+  /** a fetch job's report on its host */
+  host?: HostReport;
 }
 
 export interface DeadLetter {
@@ -52,23 +79,35 @@ export function deadLetterData(stage: Stage, data: unknown): unknown {
 export type FinishOutcome = 'already' | 'finished' | 'crawl-done';
 
 /** Returns 'already' when the job had finished before (its effects are not applied twice). */
-export async function finishJob(redis: RedisClient, keys: Keys, crawlId: string, stage: Stage, id: string, input: FinishInput = {}): Promise<FinishOutcome> {
-  return (await finishJobTaking(redis, keys, crawlId, stage, id, input)).outcome;
+export async function finishJob(redis: RedisClient, keys: Keys, layout: CrawlLayout, stage: Stage, id: string, url: string, input: FinishInput = {}): Promise<FinishOutcome> {
+  return (await finishJobTaking(redis, keys, layout, stage, id, url, input)).outcome;
 }
+
+const opt = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '' : Math.round(n));
 
 /**
  * finishJob, and the fetch requests its finish took from the frontier (input.take): their ids are
- * pending, and the caller adds their jobs (enqueueFetches).
+ * pending, and the caller adds their jobs (enqueueFetches). When the finish left its partition idle,
+ * the crawl is checked for completion.
  */
-export async function finishJobTaking(redis: RedisClient, keys: Keys, crawlId: string, stage: Stage, id: string, input: FinishInput = {}): Promise<{ outcome: FinishOutcome; taken: TakenRequest[] }> {
-  const k = keys.crawl(crawlId);
+export async function finishJobTaking(
+  redis: RedisClient,
+  keys: Keys,
+  layout: CrawlLayout,
+  stage: Stage,
+  id: string,
+  url: string,
+  input: FinishInput = {},
+): Promise<{ outcome: FinishOutcome; taken: TakenRequest[] }> {
+  const k = partKeysOfUrl(keys, layout, url);
   const counterArgs: (string | number)[] = [];
   for (const [name, n] of Object.entries(input.counters ?? {})) if (n) counterArgs.push(name, n);
   if (input.dead) counterArgs.push(`dead.${stage}`, 1);
-  const [result, taken] = await runScript<[number, string[]]>(
+  const host = input.host;
+  const [result, taken, idle] = await runScript<[number, string[], number]>(
     redis,
     'finishJob',
-    [k.meta, k.counters, k.urls, k.dead, k.active[stage], k.pending.fetch, k.pending.parse, k.pending.write, k.requests, k.rebuilds, k.frontier],
+    [k.part, k.counters, k.dead, k.active[stage], k.pending.fetch, k.pending.parse, k.pending.write, k.requests, k.rebuilds, k.hosts, k.ready, k.backlog],
     [
       id,
       STAGES.indexOf(stage) + 1,
@@ -78,23 +117,41 @@ export async function finishJobTaking(redis: RedisClient, keys: Keys, crawlId: s
       input.dead ? JSON.stringify(input.dead) : '',
       input.take?.window ?? 0,
       input.take?.minBatch ?? 0,
+      input.take?.horizonMs ?? 0,
       input.handedOver ?? '',
+      k.urlBucket,
+      k.hostQueue,
+      stage === 'fetch' ? hostOfUrl(url) : '',
+      opt(host?.concurrency),
+      opt(host?.delayMs),
+      opt(host?.startedAt),
+      opt(host?.holdUntil),
       ...counterArgs,
     ],
   );
-  const outcome: FinishOutcome = result === 0 ? 'already' : result === 2 ? 'crawl-done' : 'finished';
+  let outcome: FinishOutcome = result === 0 ? 'already' : 'finished';
+  if (idle === 1 && (await settleCrawl(redis, keys, layout))) outcome = 'crawl-done';
   return { outcome, taken: takenRequests(taken) };
 }
 
 /** The job leaves the active set for the delayed one (a retry, a deferral, or parked for a pause). */
-export async function delayJob(redis: RedisClient, keys: Keys, crawlId: string, stage: Stage, id: string, counter: 'retries' | 'deferred' | '' = '', parked = false): Promise<boolean> {
-  const k = keys.crawl(crawlId);
+export async function delayJob(
+  redis: RedisClient,
+  keys: Keys,
+  layout: CrawlLayout,
+  stage: Stage,
+  id: string,
+  url: string,
+  counter: 'retries' | 'deferred' | '' = '',
+  parked = false,
+): Promise<boolean> {
+  const k = partKeysOfUrl(keys, layout, url);
   return (await runScript<number>(redis, 'delayJob', [k.pending[stage], k.active[stage], k.delayed[stage], k.counters, k.parked[stage]], [id, counter, parked ? '1' : ''])) === 1;
 }
 
-export async function checkDone(redis: RedisClient, keys: Keys, crawlId: string): Promise<boolean> {
-  const k = keys.crawl(crawlId);
-  return (await runScript<number>(redis, 'checkDone', [k.meta, k.pending.fetch, k.pending.parse, k.pending.write, k.frontier], [new Date().toISOString()])) === 1;
+/** Marks the crawl done if nothing of it is pending or waiting (after a resume, or a seed that admitted nothing new). */
+export async function checkDone(redis: RedisClient, keys: Keys, layout: CrawlLayout): Promise<boolean> {
+  return settleCrawl(redis, keys, layout);
 }
 
 export interface JobToEnqueue<S extends Stage> {
@@ -105,21 +162,8 @@ export interface JobToEnqueue<S extends Stage> {
 
 /**
  * A URL's state in the frontier once a stage has finished it: the stage's durable done marker. A job
- * of a stage the URL has passed is not enqueued again (addPending-4.lua).
+ * of a stage the URL has passed is never marked pending again (finishJob-12.lua's hand-over).
  */
 export const STAGE_DONE_STATE: Record<Stage, 'd' | 'p' | 'w'> = { fetch: 'd', parse: 'p', write: 'w' };
 
-/**
- * Enqueues jobs of one crawl: pending first, then the queue, so completion never misses a job.
- * Deterministic job ids make a repeated enqueue a no-op while the job exists; a job whose stage the
- * URL has passed, or a dead-lettered one, is not enqueued again (addPending-4.lua). Fetch jobs come
- * from the frontier instead (admitAndEnqueue, enqueueFetches).
- */
-export async function enqueueJobs<S extends Stage>(redis: RedisClient, keys: Keys, queues: Queues, stage: S, crawlId: string, jobs: JobToEnqueue<S>[]): Promise<void> {
-  if (jobs.length === 0) return;
-  const k = keys.crawl(crawlId);
-  const pending = new Set(await runScript<string[]>(redis, 'addPending', [k.pending[stage], k.dead, k.urls, k.rebuilds], [STAGE_DONE_STATE[stage], ...jobs.map((j) => j.id)]));
-  const toAdd = jobs.filter((j) => pending.has(j.id));
-  if (toAdd.length === 0) return;
-  await queues[stage].addBulk(toAdd.map((j) => ({ name: stage, data: j.data, opts: { ...j.opts, jobId: j.id } })));
-}
+export type { PartKeys };

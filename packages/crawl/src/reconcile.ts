@@ -1,7 +1,8 @@
-import { STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Logger, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
-import { decodeRequest } from '@crawlfleet/frontier';
+import { STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Logger, type PartKeys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
+import { decodeRequest, hostOfUrl } from '@crawlfleet/frontier';
 import { deadLetterData, finishJob, type DeadLetter } from './lifecycle.js';
 import { fetchJobData, fetchJobOptions } from './fetch-jobs.js';
+import { allPartKeys, partOfUrl as partitionOf, type CrawlLayout } from './layout.js';
 import type { CrawlRecord } from './registry.js';
 
 /**
@@ -45,15 +46,11 @@ export function classifyFinalFailure(failedReason: string | null | undefined): {
   return STALLED_REASON.test(reason) ? { code: 'ERR_STALLED', reason: `${reason}: its worker died or hung on it every time (maxStalledCount)` } : { code: 'ERR_JOB_FAILED', reason };
 }
 
-/** Seeding sentinels (see the seeder) sit in the fetch pending set under ids that are not jobs. */
-export const SENTINEL_PREFIX = 's:';
-
 export interface ReconcileReport {
   checked: number;
   suspects: number;
   rebuilt: number;
   deadLettered: number;
-  sentinelsCleared: number;
 }
 
 export interface ReconcileOptions {
@@ -66,36 +63,34 @@ export interface ReconcileOptions {
 
 const SCAN_COUNT = 1000;
 
-/** Checks every pending id of a crawl, in every stage, and repairs the lost ones. */
+/** Checks every pending id of a crawl, in every partition and stage, and repairs the lost ones. */
 export async function reconcileCrawl(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, options: ReconcileOptions): Promise<ReconcileReport> {
-  const report: ReconcileReport = { checked: 0, suspects: 0, rebuilt: 0, deadLettered: 0, sentinelsCleared: 0 };
-  for (const stage of STAGES) {
-    const key = keys.crawl(crawl.crawlId).pending[stage];
-    let cursor = '0';
-    do {
-      const [next, ids] = await redis.sscan(key, cursor, 'COUNT', SCAN_COUNT);
-      cursor = next;
-      if (ids.length > 0) await reconcileIds(redis, keys, queues, crawl, stage, ids, options, report);
-    } while (cursor !== '0');
+  const report: ReconcileReport = { checked: 0, suspects: 0, rebuilt: 0, deadLettered: 0 };
+  for (const k of allPartKeys(keys, crawl)) {
+    for (const stage of STAGES) {
+      let cursor = '0';
+      do {
+        const [next, ids] = await redis.sscan(k.pending[stage], cursor, 'COUNT', SCAN_COUNT);
+        cursor = next;
+        if (ids.length > 0) await reconcileIds(redis, keys, queues, crawl, k, stage, ids, options, report);
+      } while (cursor !== '0');
+    }
   }
   return report;
 }
 
-async function reconcileIds(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, stage: Stage, ids: string[], options: ReconcileOptions, report: ReconcileReport): Promise<void> {
-  const k = keys.crawl(crawl.crawlId);
+async function reconcileIds(
+  redis: RedisClient,
+  keys: Keys,
+  queues: Queues,
+  crawl: CrawlRecord,
+  k: PartKeys,
+  stage: Stage,
+  jobs: string[],
+  options: ReconcileOptions,
+  report: ReconcileReport,
+): Promise<void> {
   const nowMs = options.nowMs ?? Date.now();
-  const sentinels = ids.filter((id) => id.startsWith(SENTINEL_PREFIX));
-  for (const id of sentinels) {
-    const lapsesAt = Number(await redis.hget(k.seeding, id.slice(SENTINEL_PREFIX.length)));
-    if (!(lapsesAt > nowMs)) {
-      // A seeder that died mid-seed: its sentinel would hold the crawl open forever.
-      await redis.hdel(k.seeding, id.slice(SENTINEL_PREFIX.length));
-      await finishJob(redis, keys, crawl.crawlId, 'fetch', id);
-      report.sentinelsCleared++;
-    }
-  }
-  const jobs = ids.filter((id) => !id.startsWith(SENTINEL_PREFIX));
-  if (jobs.length === 0) return;
   report.checked += jobs.length;
   const presences = await jobPresences(redis, queues, stage, jobs);
   const firstSeen = await redis.hmget(k.suspects, ...jobs);
@@ -114,11 +109,11 @@ async function reconcileIds(redis: RedisClient, keys: Keys, queues: Queues, craw
         suspected.push(id);
         break;
       case 'rebuild':
-        if (await rebuild(redis, keys, queues, crawl, stage, id, options)) report.rebuilt++;
+        if (await rebuild(redis, keys, queues, crawl, k, stage, id, options)) report.rebuilt++;
         else report.deadLettered++;
         break;
       case 'dead-letter':
-        await deadLetterFailed(redis, keys, queues, crawl.crawlId, stage, id, action.code, action.reason);
+        await deadLetterFailed(redis, keys, queues, crawl, stage, id, action.code, action.reason, k);
         await redis.hdel(k.suspects, id);
         report.deadLettered++;
         options.log?.warn({ crawlId: crawl.crawlId, stage, jobId: id, code: action.code }, 'reconciler: a job BullMQ failed on its own is dead-lettered');
@@ -156,16 +151,22 @@ async function jobPresences(redis: RedisClient, queues: Queues, stage: Stage, id
  * Sends a lost job's URL back to fetch and (re)adds its fetch job from the request the frontier kept.
  * Returns false when it dead-lettered it instead (no request kept, or rebuilt too often).
  */
-async function rebuild(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, stage: Stage, id: string, options: ReconcileOptions): Promise<boolean> {
-  const k = keys.crawl(crawl.crawlId);
+async function rebuild(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, k: PartKeys, stage: Stage, id: string, options: ReconcileOptions): Promise<boolean> {
   const fp = fingerprintOfJob(id);
   const maxRebuilds = options.maxRebuilds ?? 5;
   const request = decodeRequest(await redis.hget(k.requests, fp));
-  const verdict = request ? await runScript<number>(redis, 'rewindUrl', [k.pending[stage], k.pending.fetch, k.rebuilds, k.suspects, k.urls, k.active[stage], k.delayed[stage]], [id, maxRebuilds]) : -1;
+  const verdict = request
+    ? await runScript<number>(
+        redis,
+        'rewindUrl',
+        [k.pending[stage], k.pending.fetch, k.rebuilds, k.suspects, k.part, k.active[stage], k.delayed[stage], k.hosts, k.ready],
+        [id, maxRebuilds, k.urlBucket, hostOfUrl(request.url), k.hostQueue],
+      )
+    : -1;
   if (verdict === 0) return true;
   if (verdict === -1 || !request) {
     const reason = request ? `its jobs were lost ${maxRebuilds} times (removed by hand, or lost with Redis)` : 'its job was lost and the URL it was for is not known';
-    await finishJob(redis, keys, crawl.crawlId, stage, id, {
+    await finishJobOfPartition(redis, keys, crawl, k, stage, id, request?.url, {
       counters: { failed: 1 },
       dead: {
         url: request?.url ?? '',
@@ -191,22 +192,53 @@ async function rebuild(redis: RedisClient, keys: Keys, queues: Queues, crawl: Cr
   return true;
 }
 
+/**
+ * finishJob for a job whose partition is known but whose URL may not be (a lost job without its
+ * request): the URL picks the partition, so one of that partition's is made up when there is none.
+ */
+async function finishJobOfPartition(
+  redis: RedisClient,
+  keys: Keys,
+  layout: CrawlLayout,
+  k: PartKeys,
+  stage: Stage,
+  id: string,
+  url: string | undefined,
+  input: Parameters<typeof finishJob>[6],
+): Promise<void> {
+  const index = allPartKeys(keys, layout).findIndex((p) => p.part === k.part);
+  await finishJob(redis, keys, layout, stage, id, url ?? urlOfPartition(layout, index), input);
+}
+
+/** A URL whose host falls in partition `part` (found by trying host names): for jobs that lost theirs. */
+export function urlOfPartition(layout: CrawlLayout, part: number): string {
+  for (let i = 0; ; i++) {
+    const url = `http://lost-${i}.invalid/`;
+    if (layout.parts <= 1 || partitionOf(layout, url) === part) return url;
+  }
+}
+
 /** Dead-letters a job BullMQ failed without our processor finishing it (a stall, a crash before the handler). */
 export async function deadLetterFailed(
   redis: RedisClient,
   keys: Keys,
   queues: Queues,
-  crawlId: string,
+  layout: CrawlLayout,
   stage: Stage,
   id: string,
   code: string,
   reason: string,
+  /** the partition the job is pending in, when known (a job with no URL left is finished there) */
+  part?: PartKeys,
 ): Promise<'already' | 'finished' | 'crawl-done'> {
   const job = await queues[stage].getJob(id);
   const data = (job?.data ?? {}) as { url?: unknown };
-  const request = decodeRequest(await redis.hget(keys.crawl(crawlId).requests, fingerprintOfJob(id)));
+  const jobUrl = typeof data.url === 'string' ? data.url : undefined;
+  // Without the job, its URL is in its partition's requests; which partition is unknown, so every one is read.
+  const request = jobUrl ? undefined : await findRequest(redis, keys, layout, fingerprintOfJob(id));
+  const url = jobUrl ?? request?.url;
   const dead: DeadLetter = {
-    url: typeof data.url === 'string' ? data.url : (request?.url ?? ''),
+    url: url ?? '',
     stage,
     reason,
     code,
@@ -214,5 +246,19 @@ export async function deadLetterFailed(
     at: new Date().toISOString(),
     ...(job ? { data: deadLetterData(stage, job.data) } : {}),
   };
-  return finishJob(redis, keys, crawlId, stage, id, { counters: { failed: 1 }, dead });
+  const partUrl =
+    url ??
+    (part
+      ? urlOfPartition(
+          layout,
+          allPartKeys(keys, layout).findIndex((k) => k.part === part.part),
+        )
+      : undefined);
+  if (!partUrl) return 'already';
+  return finishJob(redis, keys, layout, stage, id, partUrl, { counters: { failed: 1 }, dead });
+}
+
+async function findRequest(redis: RedisClient, keys: Keys, layout: CrawlLayout, fp: string) {
+  const found = await Promise.all(allPartKeys(keys, layout).map((k) => redis.hget(k.requests, fp)));
+  return decodeRequest(found.find((r) => r !== null));
 }

@@ -1,12 +1,13 @@
 import { createHash } from 'node:crypto';
-import { runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider, type SpiderModuleRef, type RedisClient } from '@crawlfleet/core';
+import { ConfigError, runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider, type SpiderModuleRef, type RedisClient } from '@crawlfleet/core';
+import { LegacyCrawlError, allPartKeys, layoutOf, type CrawlLayout } from './layout.js';
 
 export { assertCrawlId } from '@crawlfleet/core';
 
 export const CRAWL_STATES = ['running', 'paused', 'done', 'failed', 'cancelled'] as const;
 export type CrawlState = (typeof CRAWL_STATES)[number];
 
-export interface CrawlRecord {
+export interface CrawlRecord extends CrawlLayout {
   crawlId: string;
   spider: Spider;
   /** a code spider's module: every fetcher and parser loads it from this path and checks its hash */
@@ -33,11 +34,26 @@ export function spiderVersion(spider: Spider, module?: SpiderModuleRef): string 
 }
 
 /**
- * Stores the crawl (or resumes it, taking the new spider and sink). Returns whether it is new.
- * The sink is stored without credentials: writers take them from their own environment.
+ * Stores the crawl (or resumes it, taking the new spider and sink), and copies its state, version
+ * and start into each partition, where a job's begin reads them. A new crawl gets `parts`
+ * partitions, 1 when the spider sets maxPages (its budget is one counter every admission reads);
+ * a resumed one keeps its own. The sink is stored without credentials: writers take them from
+ * their own environment.
  */
-export async function registerCrawl(redis: RedisClient, keys: Keys, crawlId: string, spider: Spider, sink: SinkSpec, module?: SpiderModuleRef): Promise<boolean> {
-  const created = await runScript<number>(
+export async function registerCrawl(
+  redis: RedisClient,
+  keys: Keys,
+  crawlId: string,
+  spider: Spider,
+  sink: SinkSpec,
+  module?: SpiderModuleRef,
+  parts = 1,
+): Promise<{ created: boolean; layout: CrawlLayout }> {
+  const existingParts = Number(await redis.hget(keys.crawl(crawlId).meta, 'parts'));
+  if (spider.maxPages && existingParts > 1) {
+    throw new ConfigError(`crawl ${crawlId} has ${existingParts} partitions, and maxPages needs a crawl of one (its budget is one counter): seed it without maxPages, or reset it first`);
+  }
+  const [created, keptParts, state, version, startedAt] = await runScript<[number, number, string, string, string]>(
     redis,
     'registerCrawl',
     [keys.crawl(crawlId).meta],
@@ -48,10 +64,22 @@ export async function registerCrawl(redis: RedisClient, keys: Keys, crawlId: str
       new Date().toISOString(),
       spider.name,
       module ? JSON.stringify({ path: module.path, hash: module.hash }) : '',
+      spider.maxPages ? 1 : parts,
     ],
   );
+  if (created === -1) throw new LegacyCrawlError(crawlId);
+  const layout = { crawlId, parts: keptParts };
+  await copyStateToPartitions(redis, keys, layout, { state, version, startedAt });
   await redis.sadd(keys.crawlIndex(), crawlId);
-  return created === 1;
+  return { created: created === 1, layout };
+}
+
+/** Writes the crawl's state (and its version and start, when given) into every partition's copy. */
+export async function copyStateToPartitions(redis: RedisClient, keys: Keys, layout: CrawlLayout, fields: { state: string; version?: string; startedAt?: string }): Promise<void> {
+  const values: string[] = ['state', fields.state];
+  if (fields.version !== undefined) values.push('version', fields.version);
+  if (fields.startedAt !== undefined) values.push('startedAt', fields.startedAt);
+  await Promise.all(allPartKeys(keys, layout).map((k) => redis.hset(k.part, ...values)));
 }
 
 export async function listCrawlIds(redis: RedisClient, keys: Keys): Promise<string[]> {
@@ -65,8 +93,11 @@ export async function getCrawlState(redis: RedisClient, keys: Keys, crawlId: str
 export async function loadCrawl(redis: RedisClient, keys: Keys, crawlId: string): Promise<CrawlRecord | undefined> {
   const meta = await redis.hgetall(keys.crawl(crawlId).meta);
   if (!meta.state || !meta.spider) return undefined;
+  const layout = layoutOf(crawlId, meta);
+  if (layout === 'legacy') throw new LegacyCrawlError(crawlId);
   return {
     crawlId,
+    parts: layout!.parts,
     spider: validateSpider(JSON.parse(meta.spider), `crawl ${crawlId}`),
     ...(meta.module ? { module: JSON.parse(meta.module) as SpiderModuleRef } : {}),
     version: meta.version ?? '',
@@ -78,8 +109,9 @@ export async function loadCrawl(redis: RedisClient, keys: Keys, crawlId: string)
 }
 
 /**
- * Workers serve many crawls; each keeps the crawls it has seen, keyed by spider version, so a job
- * costs no extra round trip unless the crawl's spider changed.
+ * Workers serve many crawls; each keeps the crawls it has seen, so a job costs no extra round trip
+ * unless the crawl's spider changed or it was reset and registered again (its partitions' copies of
+ * the version and start, read by the job's begin, say so).
  */
 export class CrawlCache {
   private readonly entries = new Map<string, CrawlRecord>();
@@ -89,12 +121,25 @@ export class CrawlCache {
     private readonly maxEntries = 256,
   ) {}
 
-  async get(crawlId: string, version: string): Promise<CrawlRecord | undefined> {
+  /** The crawl as this process last saw it, or as Redis holds it. */
+  async get(crawlId: string): Promise<CrawlRecord | undefined> {
+    return this.entries.get(crawlId) ?? this.reload(crawlId);
+  }
+
+  /** The crawl at this version and start: the cached record, or a fresh one when it is another. */
+  async current(crawlId: string, version: string, startedAt: string): Promise<CrawlRecord | undefined> {
     const cached = this.entries.get(crawlId);
-    if (cached && cached.version === version) return cached;
+    if (cached && cached.version === version && cached.startedAt === startedAt) return cached;
+    return this.reload(crawlId);
+  }
+
+  private async reload(crawlId: string): Promise<CrawlRecord | undefined> {
     const record = await loadCrawl(this.redis, this.keys, crawlId);
-    if (!record) return undefined;
-    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    if (!record) {
+      this.entries.delete(crawlId);
+      return undefined;
+    }
+    if (!this.entries.has(crawlId) && this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(crawlId, record);
     return record;
   }

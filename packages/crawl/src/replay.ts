@@ -1,6 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { ConfigError, STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Queues, type Stage, type WriteJob, type RedisClient } from '@crawlfleet/core';
-import { encodeRequest, type FetchRequest } from '@crawlfleet/frontier';
+import { encodeRequest, hostOfUrl, type FetchRequest } from '@crawlfleet/frontier';
+import { whileInjecting } from './completion.js';
 import { fetchJobData, fetchJobOptions } from './fetch-jobs.js';
+import { partKeysOfUrl } from './layout.js';
 import type { DeadLetter } from './lifecycle.js';
 import type { CrawlRecord } from './registry.js';
 import { getDeadLetters } from './status.js';
@@ -61,32 +64,50 @@ export interface ReplayResult {
  */
 export async function replayDeadLetters(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, filter: DeadLetterFilter = {}): Promise<ReplayResult> {
   if (crawl.state === 'cancelled') throw new ConfigError(`crawl ${crawl.crawlId} was cancelled: reset it and seed it again instead of replaying`);
-  const k = keys.crawl(crawl.crawlId);
   const result: ReplayResult = { replayed: [], refused: [] };
-  for (const entry of await listDeadLetters(redis, keys, crawl.crawlId, filter)) {
-    const plan = replayPlan(entry, crawl.crawlId);
-    if (!plan) {
-      result.refused.push({ entry, reason: 'its job never had a valid URL' });
-      continue;
-    }
-    const fp = fingerprintOfJob(plan.id);
-    // The URL runs from the plan's stage on: no finished or failed job of a later stage may block it.
-    for (const stage of STAGES.slice(STAGES.indexOf(plan.stage))) await removeFinishedJob(queues, stage, jobId(stage, fp));
-    const applied = await runScript<number>(
-      redis,
-      'replayDeadLetter',
-      [k.dead, k.counters, k.meta, k.pending[plan.stage], k.requests, k.rebuilds, k.urls],
-      [entry.jobId, entry.stage, plan.id, plan.stage === 'fetch' ? encodeRequest(plan.request) : ''],
-    );
-    if (applied === 0) continue;
-    if (plan.stage === 'fetch') {
-      await queues.fetch.add('fetch', fetchJobData(crawl.crawlId, plan.request), { ...fetchJobOptions(crawl.spider), jobId: plan.id });
-    } else {
-      await queues.write.add('write', plan.job, { jobId: plan.id, attempts: 10, backoff: { type: 'crawlfleet' } });
-    }
-    result.replayed.push(entry);
-  }
+  const entries = await listDeadLetters(redis, keys, crawl.crawlId, filter);
+  if (entries.length === 0) return result;
+  // An injection: the crawl runs again, and cannot be marked done until the replayed jobs are pending.
+  await whileInjecting(
+    redis,
+    keys,
+    crawl,
+    `replay:${randomUUID()}`,
+    async () => {
+      for (const entry of entries) {
+        const plan = replayPlan(entry, crawl.crawlId);
+        if (!plan) {
+          result.refused.push({ entry, reason: 'its job never had a valid URL' });
+          continue;
+        }
+        if (await replayOne(redis, keys, queues, crawl, entry, plan)) result.replayed.push(entry);
+      }
+    },
+    true,
+  );
   return result;
+}
+
+/** One dead letter back to work (replayDeadLetter-8.lua, then its job); false when it was replayed already. */
+async function replayOne(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, entry: DeadLetterEntry, plan: NonNullable<ReturnType<typeof replayPlan>>): Promise<boolean> {
+  const fp = fingerprintOfJob(plan.id);
+  const url = plan.stage === 'fetch' ? plan.request.url : plan.job.url;
+  const k = partKeysOfUrl(keys, crawl, url);
+  // The URL runs from the plan's stage on: no finished or failed job of a later stage may block it.
+  for (const stage of STAGES.slice(STAGES.indexOf(plan.stage))) await removeFinishedJob(queues, stage, jobId(stage, fp));
+  const applied = await runScript<number>(
+    redis,
+    'replayDeadLetter',
+    [k.dead, k.counters, k.part, k.pending[plan.stage], k.requests, k.rebuilds, k.hosts, k.ready],
+    [entry.jobId, entry.stage, plan.id, plan.stage === 'fetch' ? encodeRequest(plan.request) : '', k.urlBucket, plan.stage === 'fetch' ? hostOfUrl(url) : '', k.hostQueue],
+  );
+  if (applied === 0) return false;
+  if (plan.stage === 'fetch') {
+    await queues.fetch.add('fetch', fetchJobData(crawl.crawlId, plan.request), { ...fetchJobOptions(crawl.spider), jobId: plan.id });
+  } else {
+    await queues.write.add('write', plan.job, { jobId: plan.id, attempts: 10, backoff: { type: 'crawlfleet' } });
+  }
+  return true;
 }
 
 async function removeFinishedJob(queues: Queues, stage: Stage, id: string): Promise<void> {

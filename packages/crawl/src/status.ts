@@ -1,5 +1,6 @@
-import { STAGES, runScript, type CrawlKeys, type Keys, type Stage, type RedisClient } from '@crawlfleet/core';
+import { STAGES, runScript, type Keys, type PartKeys, type Stage, type RedisClient } from '@crawlfleet/core';
 import { countersFromHash, type Counters } from './counters.js';
+import { allPartKeys, layoutOf, type CrawlLayout } from './layout.js';
 import type { CrawlState } from './registry.js';
 
 export interface QueueCounts {
@@ -9,6 +10,20 @@ export interface QueueCounts {
   failed: number;
 }
 
+/** A host of the crawl with URLs waiting (an extension of the contract). */
+export interface HostBacklog {
+  host: string;
+  /** its URLs admitted and waiting in its queue */
+  waiting: number;
+  /** its URLs in the fetch stage now */
+  inFlight: number;
+  /** its concurrency and the delay between its starts (ms), as the frontier schedules it */
+  concurrency: number;
+  delayMs: number;
+  /** how long until the frontier hands out its next URL (ms; 0: now); null while it is at its concurrency */
+  nextTurnInMs: number | null;
+}
+
 export interface CrawlStatus {
   crawlId: string;
   spider: string;
@@ -16,11 +31,15 @@ export interface CrawlStatus {
   counters: Counters;
   /**
    * this crawl's jobs in each queue; `failed` counts its dead letters from that stage. The fetch
-   * stage's `waiting` includes the URLs still in the frontier.
+   * stage's `waiting` includes the URLs still waiting in the frontier's host queues.
    */
   queues: Record<Stage, QueueCounts>;
-  /** URLs admitted and waiting in the frontier, not yet fetch jobs (an extension of the contract) */
+  /** URLs admitted and waiting in the frontier's host queues, not yet fetch jobs (an extension of the contract) */
   frontier: number;
+  /** the hosts with the most URLs waiting, busiest first, at most STATUS_HOSTS (an extension of the contract) */
+  hosts: HostBacklog[];
+  /** the partitions (hash slots) the crawl's frontier is spread over (an extension of the contract) */
+  partitions: number;
   /** a code spider's module: its path and the hash of its source (an extension of the contract) */
   spiderModule?: { path: string; hash: string };
   /** a sample of why items were counted invalid, most frequent first (an extension of the contract) */
@@ -29,31 +48,77 @@ export interface CrawlStatus {
   finishedAt: string | null;
 }
 
-/** The status object of CONTRACT.md, read in one round trip. */
+/** Hosts `status` lists. */
+export const STATUS_HOSTS = 20;
+
+interface PartReading {
+  counters: Record<string, string>;
+  pending: number[];
+  active: number[];
+  delayed: number[];
+  waiting: number;
+  busiest: { host: string; waiting: number }[];
+}
+
+/** One partition's counts and busiest hosts, in one round trip. */
+async function readPartition(redis: RedisClient, k: PartKeys): Promise<PartReading> {
+  const pipe = redis.pipeline();
+  pipe.hgetall(k.counters);
+  for (const stage of STAGES) pipe.scard(k.pending[stage]).scard(k.active[stage]).scard(k.delayed[stage]);
+  pipe.hget(k.part, 'q');
+  pipe.zrevrange(k.backlog, 0, STATUS_HOSTS - 1, 'WITHSCORES');
+  const results = (await pipe.exec()) ?? [];
+  for (const [err] of results) if (err) throw err;
+  const at = (i: number) => results[i]![1];
+  const counts = STAGES.map((_, i) => [1, 2, 3].map((o) => Number(at(o + i * 3))));
+  const flat = at(1 + STAGES.length * 3 + 1) as string[];
+  const busiest: { host: string; waiting: number }[] = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) busiest.push({ host: flat[i]!, waiting: Number(flat[i + 1]) });
+  return {
+    counters: at(0) as Record<string, string>,
+    pending: counts.map((c) => c[0]!),
+    active: counts.map((c) => c[1]!),
+    delayed: counts.map((c) => c[2]!),
+    waiting: Number(at(1 + STAGES.length * 3) ?? 0),
+    busiest,
+  };
+}
+
+/** Pure: a host's entry from its packed frontier state (hosts.lua: "i:c:g:n:h:a") and the time now. */
+export function hostBacklog(host: string, waiting: number, packed: string | null, nowMs: number): HostBacklog {
+  const [i, c, g, n, h] = (packed ?? '0:1:0:0:0:0').split(':').map(Number) as [number, number, number, number, number];
+  return { host, waiting, inFlight: i, concurrency: c, delayMs: g, nextTurnInMs: i >= c ? null : Math.max(0, Math.max(n, h) - nowMs) };
+}
+
+/** The status object of CONTRACT.md, read in one round trip per partition (all at once) and one for the crawl. */
 export async function getStatus(redis: RedisClient, keys: Keys, crawlId: string): Promise<CrawlStatus | undefined> {
   const k = keys.crawl(crawlId);
   const pipe = redis.pipeline();
-  pipe.hmget(k.meta, 'spiderName', 'state', 'startedAt', 'finishedAt', 'module');
+  pipe.hmget(k.meta, 'spiderName', 'state', 'startedAt', 'finishedAt', 'module', 'parts');
   pipe.hgetall(k.counters);
-  for (const stage of STAGES) pipe.scard(k.pending[stage]).scard(k.active[stage]).scard(k.delayed[stage]);
-  pipe.llen(k.frontier);
   pipe.hgetall(k.invalidReasons);
+  pipe.time();
   const results = (await pipe.exec()) ?? [];
   for (const [err] of results) if (err) throw err;
-  const [spiderName, state, startedAt, finishedAt, module] = results[0]![1] as (string | null)[];
+  const [spiderName, state, startedAt, finishedAt, module, parts] = results[0]![1] as (string | null)[];
   if (!state) return undefined;
-  const counterHash = results[1]![1] as Record<string, string>;
-  const frontier = Number(results[2 + STAGES.length * 3]![1]);
+  const layout = layoutOf(crawlId, { state, parts });
+  const [seconds, micros] = results[3]![1] as [string, string];
+  const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  const readings = layout === 'legacy' || layout === undefined ? [] : await Promise.all(allPartKeys(keys, layout).map((pk) => readPartition(redis, pk)));
+  const counterHash = sumHashes([results[1]![1] as Record<string, string>, ...readings.map((r) => r.counters)]);
+  const frontier = readings.reduce((n, r) => n + r.waiting, 0);
   // Only a running or paused crawl will take its frontier: a cancelled or failed crawl's leftovers
   // (links a parser admitted as the crawl ended) wait for nothing.
   const frontierWaiting = state === 'running' || state === 'paused' ? frontier : 0;
   const queues = {} as Record<Stage, QueueCounts>;
   STAGES.forEach((stage, i) => {
-    const [pending, active, delayed] = [2, 3, 4].map((o) => Number(results[o + i * 3]![1]));
+    const sum = (pick: (r: PartReading) => number[]) => readings.reduce((n, r) => n + pick(r)[i]!, 0);
+    const [pending, active, delayed] = [sum((r) => r.pending), sum((r) => r.active), sum((r) => r.delayed)];
     queues[stage] = {
-      waiting: Math.max(0, pending! - active! - delayed!) + (stage === 'fetch' ? frontierWaiting : 0),
-      active: active!,
-      delayed: delayed!,
+      waiting: Math.max(0, pending - active - delayed) + (stage === 'fetch' ? frontierWaiting : 0),
+      active,
+      delayed,
       failed: Number(counterHash[`dead.${stage}`] ?? 0),
     };
   });
@@ -64,11 +129,31 @@ export async function getStatus(redis: RedisClient, keys: Keys, crawlId: string)
     counters: countersFromHash(counterHash),
     queues,
     frontier,
+    hosts: layout === 'legacy' || layout === undefined ? [] : await busiestHosts(redis, keys, layout, readings, nowMs),
+    partitions: layout === 'legacy' || layout === undefined ? 0 : layout.parts,
     ...(module ? { spiderModule: JSON.parse(module) as { path: string; hash: string } } : {}),
-    ...invalidReasonsOf(results[3 + STAGES.length * 3]![1] as Record<string, string>),
+    ...invalidReasonsOf(results[2]![1] as Record<string, string>),
     startedAt: startedAt ?? '',
     finishedAt: finishedAt ?? null,
   };
+}
+
+/** The STATUS_HOSTS hosts with the most URLs waiting over every partition, with their turns. */
+async function busiestHosts(redis: RedisClient, keys: Keys, layout: CrawlLayout, readings: PartReading[], nowMs: number): Promise<HostBacklog[]> {
+  const parts = allPartKeys(keys, layout);
+  const top = readings
+    .flatMap((r, p) => r.busiest.map((b) => ({ ...b, p })))
+    .sort((a, b) => b.waiting - a.waiting || a.host.localeCompare(b.host))
+    .slice(0, STATUS_HOSTS);
+  const packed = await Promise.all(top.map((t) => redis.hget(parts[t.p]!.hosts, t.host)));
+  return top.map((t, i) => hostBacklog(t.host, t.waiting, packed[i] ?? null, nowMs));
+}
+
+/** Pure: counter hashes added up field by field. */
+export function sumHashes(hashes: Record<string, string>[]): Record<string, string> {
+  const out: Record<string, number> = {};
+  for (const h of hashes) for (const [name, value] of Object.entries(h)) out[name] = (out[name] ?? 0) + Number(value);
+  return Object.fromEntries(Object.entries(out).map(([n, v]) => [n, String(v)]));
 }
 
 /** Pure: the invalid-reasons hash as a list, most frequent first; nothing when there are none. */
@@ -88,32 +173,42 @@ export async function noteInvalidReasons(redis: RedisClient, keys: Keys, crawlId
 }
 
 /**
- * URLs waiting in the frontiers of the running crawls, fleet-wide (one pipelined round trip): the
- * fetch backlog beyond the jobs in BullMQ, which hold only each crawl's window.
+ * URLs waiting in the frontiers of the running crawls, fleet-wide: the fetch backlog beyond the jobs
+ * in BullMQ, which hold only each crawl's window.
  */
 export function frontierBacklog(redis: RedisClient, keys: Keys): Promise<number> {
-  return sumOverCrawls(redis, keys, 'running', (k) => ['llen', k.frontier]);
+  return sumOverCrawls(redis, keys, 'running', (k) => ['hget', k.part, 'q']);
 }
 
 /**
- * A count summed over every registered crawl in `state`, fleet-wide: `count` names the command (and
- * key) that gives one crawl's count. One pipelined round trip per crawl, all sent at once: a crawl's
- * keys share its slot, and on Redis Cluster two crawls' keys may not.
+ * A count summed over every partition of every registered crawl in `state`, fleet-wide: `count`
+ * names the command (and key) that gives one partition's count. One round trip per crawl and one
+ * per partition, all sent at once: on Redis Cluster two partitions' keys may be on two shards.
  */
-export async function sumOverCrawls(redis: RedisClient, keys: Keys, state: CrawlState, count: (k: CrawlKeys) => ['llen' | 'scard', string]): Promise<number> {
+export async function sumOverCrawls(redis: RedisClient, keys: Keys, state: CrawlState, count: (k: PartKeys) => ['scard', string] | ['hget', string, string]): Promise<number> {
   const ids = await redis.smembers(keys.crawlIndex());
   const counts = await Promise.all(
     ids.map(async (id) => {
-      const [command, key] = count(keys.crawl(id));
-      const results = (await redis.pipeline().hget(keys.crawl(id).meta, 'state')[command](key).exec()) ?? [];
-      return results[0]?.[1] === state ? Number(results[1]?.[1]) : 0;
+      const [crawlState, parts] = await redis.hmget(keys.crawl(id).meta, 'state', 'parts');
+      const layout = layoutOf(id, { state: crawlState, parts });
+      if (crawlState !== state || layout === 'legacy' || layout === undefined) return 0;
+      const each = await Promise.all(
+        allPartKeys(keys, layout).map((k) => {
+          const [command, key, field] = count(k);
+          return command === 'scard' ? redis.scard(key) : redis.hget(key, field!);
+        }),
+      );
+      return each.reduce<number>((n, v) => n + Number(v ?? 0), 0);
     }),
   );
   return counts.reduce((a, b) => a + b, 0);
 }
 
-/** The dead-letter set of a crawl: job id -> record. */
+/** The dead-letter sets of a crawl, every partition's: job id -> record. */
 export async function getDeadLetters(redis: RedisClient, keys: Keys, crawlId: string): Promise<Record<string, import('./lifecycle.js').DeadLetter>> {
-  const raw = await redis.hgetall(keys.crawl(crawlId).dead);
-  return Object.fromEntries(Object.entries(raw).map(([id, json]) => [id, JSON.parse(json)]));
+  const [state, parts] = await redis.hmget(keys.crawl(crawlId).meta, 'state', 'parts');
+  const layout = layoutOf(crawlId, { state, parts });
+  if (layout === 'legacy' || layout === undefined) return {};
+  const raws = await Promise.all(allPartKeys(keys, layout).map((k) => redis.hgetall(k.dead)));
+  return Object.fromEntries(raws.flatMap((raw) => Object.entries(raw).map(([id, json]) => [id, JSON.parse(json)])));
 }

@@ -1,4 +1,4 @@
-import { jobId, runScript, urlFingerprint, type Keys, type RedisClient } from '@crawlfleet/core';
+import { jobId, runScript, urlFingerprint, type PartKeys, type RedisClient } from '@crawlfleet/core';
 import type { ScopeVerdict } from './scope.js';
 
 export interface Candidate {
@@ -37,21 +37,23 @@ const VERDICT_CODE: Record<ScopeVerdict, string> = { admit: 'a', 'out-of-scope':
 
 /**
  * What admitting URLs changed: the URLs admitted, the ones to enqueue again, and the requests the
- * call took from the frontier's head into the fetch stage (admitUrls-6.lua).
+ * call took from the partition's ready hosts into the fetch stage (admitUrls-7.lua).
  */
 export interface Admission {
-  /** the URLs admitted now (isNew, into the frontier) or earlier and still pending (to enqueue again) */
+  /** the URLs admitted now (isNew, into their host's queue) or earlier and still pending (to enqueue again) */
   admitted: Admitted[];
-  /** requests taken from the frontier into the fetch stage: enqueue them */
+  /** requests taken into the fetch stage: enqueue them */
   taken: TakenRequest[];
   /** how much the crawl's `skipped` counter changed */
   skipped: number;
 }
 
-/** A fetch request taken from the frontier: its job id is pending; its job is still to be added. */
+/** A fetch request taken into the fetch stage: its job id is pending; its job is still to be added. */
 export interface TakenRequest {
   jobId: string;
   request: FetchRequest;
+  /** how long before its host's turn: the job waits that long in BullMQ's delayed set */
+  delayMs: number;
 }
 
 export interface FetchRequest {
@@ -62,18 +64,28 @@ export interface FetchRequest {
   meta?: Record<string, unknown>;
 }
 
+/** How far ahead a host's turn may be for its URL to be handed to the fetch stage now. */
+export const FRONTIER_HORIZON_MS = 60_000;
+
 /**
- * How URLs move from the frontier into the fetch stage: at most `window` fetch jobs of a crawl
- * pending at once, taken `minBatch` or more at a time so a take pays for its round trip.
+ * How URLs move from a partition's host queues into the fetch stage: at most `window` fetch jobs of
+ * the partition pending at once, taken `minBatch` or more at a time so a take pays for its round
+ * trip, from hosts whose turn comes within `horizonMs`.
  */
 export interface FrontierTake {
   window: number;
   minBatch: number;
+  horizonMs: number;
 }
 
-/** Pure: the take for a window: batches of a 32nd of it. */
-export function frontierTake(window: number): FrontierTake {
-  return { window, minBatch: Math.max(1, Math.ceil(window / 32)) };
+/**
+ * Pure: the take of each of a crawl's partitions. The crawl's window (FRONTIER_WINDOW) is shared by
+ * its partitions, but a partition's is never below `minWindow` (the largest concurrency the spider
+ * gives a host, so one host can always fill its concurrency); batches are a 32nd of it.
+ */
+export function frontierTake(window: number, parts = 1, minWindow = 1): FrontierTake {
+  const perPart = Math.max(Math.ceil(window / Math.max(1, parts)), minWindow);
+  return { window: perPart, minBatch: Math.max(1, Math.ceil(perPart / 32)), horizonMs: FRONTIER_HORIZON_MS };
 }
 
 /**
@@ -97,38 +109,63 @@ export function decodeRequest(text: string | null | undefined): FetchRequest | u
   }
 }
 
-/** Pure: the flat {job id, request JSON, ...} list a script returns, as requests to enqueue. */
+/** Pure: the flat {job id, request JSON, wait ms, ...} list a script returns, as requests to enqueue. */
 export function takenRequests(flat: readonly string[]): TakenRequest[] {
   const out: TakenRequest[] = [];
-  for (let i = 0; i + 1 < flat.length; i += 2) {
+  for (let i = 0; i + 2 < flat.length; i += 3) {
     const request = decodeRequest(flat[i + 1]);
-    if (request) out.push({ jobId: flat[i]!, request });
+    if (request) out.push({ jobId: flat[i]!, request, delayMs: Number(flat[i + 2]) || 0 });
   }
   return out;
 }
 
-/**
- * Admits URLs to a crawl's frontier in one atomic step (admitUrls-6.lua). Each URL is admitted once
- * per crawl, whatever number of parsers find it at the same time; the same step takes URLs from
- * the frontier's head into the fetch stage while the crawl's window has room.
- */
-export async function admitUrls(redis: RedisClient, keys: Keys, crawlId: string, candidates: Candidate[], maxPages: number | undefined, take: FrontierTake): Promise<Admission> {
-  const list = uniqueCandidates(candidates);
-  if (list.length === 0) return { admitted: [], taken: [], skipped: 0 };
-  const k = keys.crawl(crawlId);
-  const args: (string | number)[] = [maxPages ?? 0, take.window, take.minBatch];
-  const ids: string[] = [];
-  for (const c of list) {
-    const fp = urlFingerprint(crawlId, c.url);
-    const id = jobId('fetch', fp);
-    ids.push(id);
-    args.push(fp, c.verdict === 'admit' ? `a${encodeRequest(c)}` : VERDICT_CODE[c.verdict]);
+/** Pure: a URL's host, as the frontier keys its queues and partitions (the URL's hostname). */
+export function hostOfUrl(url: string): string {
+  try {
+    return new URL(url).hostname;
+  } catch {
+    return '';
   }
-  const [codes, skipped, taken] = await runScript<[number[], number, string[]]>(redis, 'admitUrls', [k.urls, k.counters, k.pending.fetch, k.requests, k.frontier, k.meta], args);
+}
+
+/** What admission needs of the spider: its budgets, and each host's concurrency and delay. */
+export interface AdmissionPolicy {
+  maxPages?: number | undefined;
+  maxPagesPerHost?: number | undefined;
+  hostLimits(host: string): { concurrency: number; delayMs: number };
+}
+
+/**
+ * Admits URLs of one partition of a crawl in one atomic step (admitUrls-7.lua): each URL once per
+ * crawl, whatever number of parsers find it at the same time, into its host's queue; the same step
+ * feeds the fetch stage from the partition's ready hosts. Every candidate must belong to this
+ * partition (its host's), and appear once (uniqueCandidates).
+ */
+export async function admitToPartition(redis: RedisClient, k: PartKeys, crawlId: string, candidates: readonly Candidate[], policy: AdmissionPolicy, take: FrontierTake): Promise<Admission> {
+  if (candidates.length === 0) return { admitted: [], taken: [], skipped: 0 };
+  const byHost = new Map<string, Candidate[]>();
+  for (const c of candidates) {
+    const host = hostOfUrl(c.url);
+    const list = byHost.get(host);
+    if (list) list.push(c);
+    else byHost.set(host, [c]);
+  }
+  const args: (string | number)[] = [policy.maxPages ?? 0, policy.maxPagesPerHost ?? 0, take.window, take.minBatch, take.horizonMs, k.urlBucket, k.hostQueue];
+  const order: { c: Candidate; id: string }[] = [];
+  for (const [host, list] of byHost) {
+    const limits = policy.hostLimits(host);
+    args.push(host, limits.concurrency, Math.round(limits.delayMs), list.length);
+    for (const c of list) {
+      const fp = urlFingerprint(crawlId, c.url);
+      order.push({ c, id: jobId('fetch', fp) });
+      args.push(fp, c.verdict === 'admit' ? `a${encodeRequest(c)}` : VERDICT_CODE[c.verdict]);
+    }
+  }
+  const [codes, skipped, taken] = await runScript<[number[], number, string[]]>(redis, 'admitUrls', [k.part, k.counters, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog], args);
   const out: Admitted[] = [];
-  list.forEach((c, i) => {
+  order.forEach(({ c, id }, i) => {
     const code = codes[i];
-    if (code === 1 || code === 2) out.push({ url: c.url, depth: c.depth, ...(c.redirects ? { redirects: c.redirects } : {}), ...(c.meta ? { meta: c.meta } : {}), jobId: ids[i]!, isNew: code === 1 });
+    if (code === 1 || code === 2) out.push({ url: c.url, depth: c.depth, ...(c.redirects ? { redirects: c.redirects } : {}), ...(c.meta ? { meta: c.meta } : {}), jobId: id, isNew: code === 1 });
   });
   return { admitted: out, taken: takenRequests(taken), skipped };
 }

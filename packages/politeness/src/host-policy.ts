@@ -1,4 +1,4 @@
-import type { Spider } from '@crawlfleet/core';
+import { hostLimits, type Spider } from '@crawlfleet/core';
 
 /** What holds for one host: the spider's politeness, its `hosts` override, and robots.txt's Crawl-delay. */
 export interface HostPolicy {
@@ -11,14 +11,8 @@ export interface HostPolicy {
 
 /** Pure: the policy for `hostname`. A robots.txt Crawl-delay only ever raises the delay. */
 export function hostPolicy(spider: Pick<Spider, 'politeness' | 'hosts'>, hostname: string, crawlDelayMs = 0): HostPolicy {
-  const override = spider.hosts[hostname] ?? {};
-  const { politeness } = spider;
-  return {
-    concurrency: override.concurrencyPerHost ?? politeness.concurrencyPerHost,
-    delayMs: Math.max(override.delayPerHost ?? politeness.delayPerHost, crawlDelayMs),
-    randomize: override.randomizeDelay ?? politeness.randomizeDelay,
-    autoThrottle: politeness.autoThrottle,
-  };
+  const limits = hostLimits(spider, hostname);
+  return { ...limits, delayMs: Math.max(limits.delayMs, crawlDelayMs), autoThrottle: spider.politeness.autoThrottle };
 }
 
 /** Pure: Scrapy's RANDOMIZE_DOWNLOAD_DELAY: each wait is 0.5 to 1.5 times the delay. */

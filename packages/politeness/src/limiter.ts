@@ -4,7 +4,11 @@ import type { ProxyHealth } from './proxy-health.js';
 
 export type WaitReason = 'retry-after' | 'delay' | 'concurrency' | 'proxy-rate' | 'no-proxy';
 
-export type Grant = { go: true; proxy: ProxyHealth | undefined; hostDelayMs: number } | { go: false; waitMs: number; reason: WaitReason };
+/**
+ * A grant: the request may start now (`startedAt`, on Redis's clock), through `proxy`; `hostDelayMs`
+ * is the delay between starts the host was held to (the spider's, Crawl-delay, AutoThrottle).
+ */
+export type Grant = { go: true; proxy: ProxyHealth | undefined; hostDelayMs: number; startedAt: number } | { go: false; waitMs: number; reason: WaitReason };
 
 export interface AcquireInput {
   host: string;
@@ -72,14 +76,15 @@ export class Limiter {
     ]);
     if (go !== 1) return { go: false, waitMs: value, reason: extra as WaitReason };
     const hostDelayMs = Number(extra);
-    if (input.proxies.length === 0) return { go: true, proxy: undefined, hostDelayMs };
+    const startedAt = Number(grantedAt);
+    if (input.proxies.length === 0) return { go: true, proxy: undefined, hostDelayMs, startedAt };
     const [proxyGo, proxyValue, proxyReason] = await runScript<[number, number, string]>(
       this.redis,
       'takeProxy',
       input.proxies.map((p) => k.proxy(p.id)),
       [input.ratePerProxy, input.burstPerProxy, input.deferrals, input.line],
     );
-    if (proxyGo === 1) return { go: true, proxy: input.proxies[proxyValue - 1], hostDelayMs };
+    if (proxyGo === 1) return { go: true, proxy: input.proxies[proxyValue - 1], hostDelayMs, startedAt };
     await runScript(this.redis, 'undoHost', hostKeys, [input.leaseId, previousLast, grantedAt]);
     return { go: false, waitMs: proxyValue, reason: proxyReason as WaitReason };
   }

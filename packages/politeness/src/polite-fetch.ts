@@ -24,12 +24,24 @@ export interface PoliteFetchInput {
   request?: HttpRequestShape;
 }
 
+/**
+ * What a fetch learnt of its host, for the frontier's schedule of the host's next turns: its
+ * concurrency, the delay between starts it was held to, when this request started (Redis's clock,
+ * ms) and a Retry-After hold (until, ms).
+ */
+export interface HostTurnReport {
+  concurrency: number;
+  delayMs: number;
+  startedAt: number;
+  holdUntil?: number;
+}
+
 export type PoliteFetchOutcome =
   | { kind: 'wait'; waitMs: number; reason: string }
   | { kind: 'disallowed' }
   | { kind: 'robots-unavailable'; reason: string }
-  | { kind: 'response'; page: FetchResult; verdict: ResponseVerdict; proxy: ProxyEntry | undefined; retryAfterMs: number | undefined }
-  | { kind: 'error'; error: unknown; proxy: ProxyEntry | undefined; proxyFault: boolean };
+  | { kind: 'response'; page: FetchResult; verdict: ResponseVerdict; proxy: ProxyEntry | undefined; retryAfterMs: number | undefined; host: HostTurnReport }
+  | { kind: 'error'; error: unknown; proxy: ProxyEntry | undefined; proxyFault: boolean; host: HostTurnReport };
 
 /** How long a job waits when every proxy is banned: about one probe round. */
 const NO_PROXY_WAIT_MS = 2000;
@@ -162,12 +174,18 @@ export class PoliteFetcher {
       this.log.warn({ proxy: proxy!.label, banAfterFailures: spider.proxies.banAfterFailures }, 'proxy banned after repeated failures; probing it in the background');
     }
 
+    const host: HostTurnReport = {
+      concurrency: policy.concurrency,
+      delayMs: grant.hostDelayMs,
+      startedAt: grant.startedAt,
+      ...(retryAfterMs !== undefined ? { holdUntil: grant.startedAt + (page?.elapsedMs ?? 0) + retryAfterMs } : {}),
+    };
     if (robotsOrigin) {
       // A proxy that failed says nothing of the site; an address the SSRF guard refuses is the URL's
       // own fault: neither is the site's robots.txt being unavailable.
       if (proxyFault || (error as { code?: string } | undefined)?.code === 'ERR_FORBIDDEN_ADDRESS') {
         await this.robots.unlock(robotsOrigin);
-        return { kind: 'error', error, proxy, proxyFault };
+        return { kind: 'error', error, proxy, proxyFault, host };
       }
       const fetched: RobotsFetch = page ? { status: page.status, body: page.body.toString('utf8') } : { unavailable: (error as Error).message };
       await this.robots.store(robotsOrigin, fetched);
@@ -175,7 +193,7 @@ export class PoliteFetcher {
       // The rules are known now; the page itself takes its own turn.
       return this.fetch(input);
     }
-    if (!page) return { kind: 'error', error, proxy, proxyFault };
-    return { kind: 'response', page, verdict: verdict!, proxy, retryAfterMs };
+    if (!page) return { kind: 'error', error, proxy, proxyFault, host };
+    return { kind: 'response', page, verdict: verdict!, proxy, retryAfterMs, host };
   }
 }

@@ -1,5 +1,5 @@
-import { Keys, SpiderModules, closeQueues, connectRedis, createLogger, createQueues, loadEnv, type Env, type Logger, type Queues, type RedisClient } from '@crawlfleet/core';
-import { CrawlCache } from '@crawlfleet/crawl';
+import { ConfigError, Keys, SpiderModules, closeQueues, connectRedis, createLogger, createQueues, loadEnv, type Env, type Logger, type Queues, type RedisClient } from '@crawlfleet/core';
+import { CrawlCache, unfinishedLegacyCrawls } from '@crawlfleet/crawl';
 import { FleetMetrics } from '@crawlfleet/monitoring';
 
 /** What every stage needs: configuration, one command connection, the queues, the crawl cache. */
@@ -45,4 +45,17 @@ export async function createFleetContext(options: { env?: Env; log?: Logger; nam
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/**
+ * A worker refuses to start while crawls registered by a fleet older than partitions are still
+ * running or paused: it would take their jobs and drop them (docs/operations.md, "Upgrading").
+ */
+export async function refuseBesideLegacyCrawls(ctx: FleetContext): Promise<void> {
+  const legacy = await unfinishedLegacyCrawls(ctx.redis, ctx.keys);
+  if (legacy.length === 0) return;
+  await ctx.close();
+  throw new ConfigError(
+    `crawls registered by a crawlfleet older than the partitioned frontier are still unfinished: ${legacy.join(', ')}. Finish them with the fleet that started them (crawlfleet wait), or reset them, before starting this version's workers (docs/operations.md, "Upgrading")`,
+  );
 }

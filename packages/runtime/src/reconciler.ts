@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { STAGES, errorMessage, type Stage } from '@crawlfleet/core';
-import { listCrawlIds, loadCrawl, promoteParked, reconcileCrawl, frontierTake, takeFromFrontier } from '@crawlfleet/crawl';
+import { allPartKeys, crawlTake, endLapsedInjections, layoutOf, loadCrawl, promoteParked, reconcileCrawl, settleCrawl, takeFromFrontier, type CrawlLayout } from '@crawlfleet/crawl';
 import type { FleetContext } from './context.js';
 
 /**
@@ -9,10 +9,11 @@ import type { FleetContext } from './context.js';
  * it runs only for a crawl that may have lost a job:
  * - the pending sets of the running crawls hold more ids than the stage's queue holds live jobs;
  * - or the crawl made no progress (counters and pending sizes unchanged) for the grace period;
- * - or it has suspects to settle, or a seeding run in progress.
- * A running crawl that still has jobs parked from a pause (a resume that died half-way) gets them
- * promoted, and one whose frontier holds URLs while its window has room (no fetch job finished to
- * take them: a fetcher died after a take) gets them taken.
+ * - or it has suspects to settle.
+ * For every running crawl it also ends the seeding runs and replays whose process died (their
+ * lease lapsed), promotes jobs still parked from a pause (a resume that died half-way), and feeds
+ * the fetch stage from partitions whose window has room and whose frontier holds URLs: a host whose
+ * turn was too far ahead when the last take ran, or a fetcher that died after a take.
  */
 export function startReconciler(ctx: FleetContext, options: { intervalMs?: number; graceMs?: number } = {}): () => void {
   const intervalMs = options.intervalMs ?? ctx.env.reconcileIntervalMs;
@@ -35,74 +36,109 @@ export function startReconciler(ctx: FleetContext, options: { intervalMs?: numbe
 /** Live jobs of a stage's queue: every state in which a job will still run. */
 const LIVE_STATES = ['active', 'waiting', 'delayed', 'prioritized', 'waiting-children'] as const;
 
+interface CrawlReading {
+  layout: CrawlLayout;
+  state: string | null;
+  pending: Record<Stage, number>;
+  suspects: number;
+  seeding: number;
+  counters: Record<string, string>[];
+  parked: number;
+  /** per partition: URLs waiting in its host queues, and its pending fetch jobs */
+  frontier: number[];
+  pendingFetch: number[];
+}
+
+/** One crawl's figures: one round trip for the crawl and one per partition, all at once. */
+async function readCrawl(ctx: FleetContext, crawlId: string): Promise<CrawlReading | undefined> {
+  const { redis, keys } = ctx;
+  const k = keys.crawl(crawlId);
+  const results = (await redis.pipeline().hmget(k.meta, 'state', 'parts').hlen(k.seeding).exec()) ?? [];
+  const [state, parts] = (results[0]?.[1] ?? []) as (string | null)[];
+  const seeding = results[1]?.[1];
+  const layout = layoutOf(crawlId, { state, parts });
+  if (layout === undefined || layout === 'legacy') return undefined;
+  const perPart = await Promise.all(
+    allPartKeys(keys, layout).map(async (pk) => {
+      const pipeline = redis.pipeline();
+      for (const stage of STAGES) pipeline.scard(pk.pending[stage]);
+      pipeline.hlen(pk.suspects);
+      pipeline.hgetall(pk.counters);
+      for (const stage of STAGES) pipeline.scard(pk.parked[stage]);
+      pipeline.hget(pk.part, 'q');
+      return ((await pipeline.exec()) ?? []).map((result) => result[1]);
+    }),
+  );
+  const sum = (i: number) => perPart.reduce((n, r) => n + Number(r[i] ?? 0), 0);
+  return {
+    layout,
+    state: state ?? null,
+    pending: Object.fromEntries(STAGES.map((s, j) => [s, sum(j)])) as Record<Stage, number>,
+    suspects: sum(3),
+    seeding: Number(seeding),
+    counters: perPart.map((r) => r[4] as Record<string, string>),
+    parked: sum(5) + sum(6) + sum(7),
+    frontier: perPart.map((r) => Number(r[8] ?? 0)),
+    pendingFetch: perPart.map((r) => Number(r[0] ?? 0)),
+  };
+}
+
 async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: number, graceMs: number): Promise<void> {
   const { redis, keys } = ctx;
   const lock = keys.reconciler();
   // The lock is left to expire: the fleet runs one round per interval, however many processes tick.
   if ((await redis.set(lock.lock, owner, 'PX', Math.max(intervalMs - 100, 100), 'NX')) !== 'OK') return;
-  const crawlIds = await listCrawlIds(redis, keys);
-  // One round trip per crawl, all at once: a crawl's keys share its slot, two crawls' may not.
-  const crawls = await Promise.all(
-    crawlIds.map(async (crawlId) => {
-      const k = keys.crawl(crawlId);
-      const pipeline = redis.pipeline();
-      pipeline.hget(k.meta, 'state');
-      for (const stage of STAGES) pipeline.scard(k.pending[stage]);
-      pipeline.hlen(k.seeding);
-      pipeline.hlen(k.suspects);
-      pipeline.hgetall(k.counters);
-      for (const stage of STAGES) pipeline.scard(k.parked[stage]);
-      pipeline.llen(k.frontier);
-      const r = ((await pipeline.exec()) ?? []).map((result) => result[1]);
-      return {
-        crawlId,
-        state: r[0] as string | null,
-        pending: Object.fromEntries(STAGES.map((s, j) => [s, Number(r[1 + j])])) as Record<Stage, number>,
-        seeding: Number(r[4]),
-        suspects: Number(r[5]),
-        counters: r[6] as Record<string, string>,
-        parked: STAGES.reduce((n, _s, j) => n + Number(r[7 + j]), 0),
-        frontier: Number(r[10]),
-      };
-    }),
-  );
+  const crawlIds = await redis.smembers(keys.crawlIndex());
+  const crawls = (await Promise.all(crawlIds.map((id) => readCrawl(ctx, id)))).filter((c) => c !== undefined);
   // Ids that no live job may carry: more pending (in running and paused crawls) than live jobs.
   const short = new Set<Stage>();
   for (const stage of STAGES) {
     const counts = await ctx.queues[stage].getJobCounts(...LIVE_STATES);
     const live = Object.values(counts).reduce((a, b) => a + b, 0);
-    const pending = crawls.filter((c) => c.state === 'running' || c.state === 'paused').reduce((n, c) => n + c.pending[stage] - (stage === 'fetch' ? c.seeding : 0), 0);
+    const pending = crawls.filter((c) => c.state === 'running' || c.state === 'paused').reduce((n, c) => n + c.pending[stage], 0);
     if (pending > live) short.add(stage);
   }
   const now = Date.now();
   for (const c of crawls) {
     if (c.state !== 'running') continue;
-    if (c.parked > 0) {
-      const promoted = await promoteParked(redis, keys, ctx.queues, c.crawlId);
-      if (promoted > 0) ctx.log.info({ crawlId: c.crawlId, promoted }, 'reconciler: promoted jobs parked by a pause of a crawl that runs again');
+    const crawlId = c.layout.crawlId;
+    if (c.seeding > 0) {
+      const ended = await endLapsedInjections(redis, keys, c.layout, now);
+      if (ended > 0) ctx.log.warn({ crawlId, ended }, 'reconciler: ended seeding runs or replays whose process died');
     }
-    if (c.frontier > 0 && c.pending.fetch < ctx.env.frontierWindow) {
-      const crawl = await loadCrawl(redis, keys, c.crawlId);
-      const taken = crawl ? await takeFromFrontier(redis, keys, ctx.queues, c.crawlId, crawl.spider, frontierTake(ctx.env.frontierWindow)) : 0;
-      if (taken > 0) ctx.log.info({ crawlId: c.crawlId, taken }, 'reconciler: took URLs from the frontier into the fetch stage, whose window had room');
+    if (c.parked > 0) {
+      const promoted = await promoteParked(redis, keys, ctx.queues, c.layout);
+      if (promoted > 0) ctx.log.info({ crawlId, promoted }, 'reconciler: promoted jobs parked by a pause of a crawl that runs again');
+    }
+    if (c.frontier.some((waiting) => waiting > 0)) {
+      const crawl = await loadCrawl(redis, keys, crawlId);
+      const take = crawl ? crawlTake(ctx.env.frontierWindow, crawl, crawl.spider) : undefined;
+      if (crawl && take && c.pendingFetch.some((n, p) => c.frontier[p]! > 0 && n < take.window)) {
+        const taken = await takeFromFrontier(redis, keys, ctx.queues, crawl, take);
+        if (taken > 0) ctx.log.debug({ crawlId, taken }, 'reconciler: fed the fetch stage from hosts whose turn came');
+      }
     }
     const total = STAGES.reduce((n, s) => n + c.pending[s], 0);
-    if (total === 0) continue;
+    if (total === 0) {
+      // Nothing pending: a crawl whose last finish raced another partition's may still need its done check.
+      if (!c.frontier.some((waiting) => waiting > 0) && c.seeding === 0) await settleCrawl(redis, keys, c.layout);
+      continue;
+    }
     const signature = JSON.stringify([c.pending, c.counters]);
-    const previous = await redis.hget(lock.progress, c.crawlId);
+    const previous = await redis.hget(lock.progress, crawlId);
     const [prevSignature, sinceText] = previous ? [previous.slice(0, previous.lastIndexOf('|')), previous.slice(previous.lastIndexOf('|') + 1)] : [undefined, undefined];
     const stuck = prevSignature === signature && now - Number(sinceText) >= graceMs;
-    if (prevSignature !== signature) await redis.hset(lock.progress, c.crawlId, `${signature}|${now}`);
+    if (prevSignature !== signature) await redis.hset(lock.progress, crawlId, `${signature}|${now}`);
     const suspect = STAGES.some((s) => short.has(s) && c.pending[s] > 0);
-    if (!stuck && !suspect && c.suspects === 0 && c.seeding === 0) continue;
-    const crawl = await loadCrawl(redis, keys, c.crawlId);
+    if (!stuck && !suspect && c.suspects === 0) continue;
+    const crawl = await loadCrawl(redis, keys, crawlId);
     if (!crawl) continue;
     const report = await reconcileCrawl(redis, keys, ctx.queues, crawl, { graceMs, log: ctx.log, nowMs: now });
-    const acted = report.rebuilt + report.deadLettered + report.sentinelsCleared;
-    ctx.log[acted > 0 ? 'info' : 'debug']({ crawlId: c.crawlId, stuck, ...report }, 'reconciler: checked the pending jobs of a crawl');
+    const acted = report.rebuilt + report.deadLettered;
+    ctx.log[acted > 0 ? 'info' : 'debug']({ crawlId, stuck, ...report }, 'reconciler: checked the pending jobs of a crawl');
   }
   // Crawls that are gone or ended leave no progress record behind.
-  const running = new Set(crawls.filter((c) => c.state === 'running').map((c) => c.crawlId));
+  const running = new Set(crawls.filter((c) => c.state === 'running').map((c) => c.layout.crawlId));
   const recorded = await redis.hkeys(lock.progress);
   const stale = recorded.filter((id) => !running.has(id));
   if (stale.length > 0) await redis.hdel(lock.progress, ...stale);

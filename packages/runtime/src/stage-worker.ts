@@ -5,12 +5,13 @@ import {
   deadLetterData,
   beginJob,
   classifyFinalFailure,
+  crawlTake,
   deadLetterFailed,
   delayJob,
   enqueueFetches,
   finishJob,
   finishJobTaking,
-  frontierTake,
+  type BeginResult,
   type CrawlRecord,
   type FinishInput,
 } from '@crawlfleet/crawl';
@@ -64,6 +65,16 @@ const MAX_STALLED_COUNT: Record<Stage, number> = { fetch: 10, parse: 10, write: 
 const PAUSED_PARK_MS = 24 * 3600_000;
 
 /**
+ * A job that began before the job handing it its URL had finished (its add comes just before that
+ * finish) is parked for this long once it has waited EARLY_WAITS_MS in its worker: the job before it
+ * is slow to finish (Redis is slow, or its worker died: then its re-run hands this one over).
+ */
+const EARLY_RETRY_MS = 1000;
+/** How long a job that began early waits in its worker for the hand-over, before it is parked instead. */
+const EARLY_WAITS_MS = [10, 40, 150];
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
  * Runs one stage on BullMQ. The harness owns the decisions every stage shares:
  * - a job that fails its schema is poison: dead-lettered with the reason, and the worker goes on;
  * - a job of a crawl that is gone, cancelled or finished is dropped; of a paused crawl, parked;
@@ -74,8 +85,8 @@ const PAUSED_PARK_MS = 24 * 3600_000;
 export function createStageWorker<S extends Stage>(ctx: FleetContext, options: StageWorkerOptions<S>): Worker {
   const { stage, handler } = options;
   const { redis, keys, log, metrics } = ctx;
-  // A finished fetch job makes room in its crawl's window for URLs waiting in the frontier.
-  const take = stage === 'fetch' ? frontierTake(ctx.env.frontierWindow) : undefined;
+  // A finished fetch job gives its host's turn back and makes room in its partition's window.
+  const takeFor = (crawl: CrawlRecord) => (stage === 'fetch' ? { take: crawlTake(ctx.env.frontierWindow, crawl, crawl.spider) } : {});
 
   const processor = async (job: Job, token?: string): Promise<void> => {
     const id = job.id!;
@@ -84,8 +95,9 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     if (!checked.ok) {
       log.warn({ stage, jobId: id, reason: checked.reason }, 'poison job dead-lettered');
       metrics.deadLetter(stage, 'ERR_INVALID_JOB');
-      if (crawlId) {
-        const finished = await finishJob(redis, keys, crawlId, stage, id, {
+      const known = crawlId ? await ctx.crawls.get(crawlId).catch(() => undefined) : undefined;
+      if (known) {
+        const finished = await finishJob(redis, keys, known, stage, id, String(job.data?.url ?? ''), {
           counters: { failed: 1 },
           dead: {
             url: String(job.data?.url ?? ''),
@@ -103,19 +115,24 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       throw deadLetterError(checked.reason);
     }
     const data = checked.job;
-    const begun = await beginJob(redis, keys, data.crawlId, stage, id);
+    const started = await begin(data.crawlId, id, data.url);
+    if (!started) return;
+    const { crawl, begun } = started;
+    if (begun.state === 'early') {
+      // Its hand-over has not been recorded yet (the job before it is still finishing): come back.
+      await job.moveToDelayed(Date.now() + EARLY_RETRY_MS, token);
+      throw new DelayedError();
+    }
     if (begun.state === 'unknown' || begun.state === 'finished') return;
     if (begun.state === 'paused') {
-      await delayJob(redis, keys, data.crawlId, stage, id, '', true);
+      await delayJob(redis, keys, crawl, stage, id, data.url, '', true);
       await job.moveToDelayed(Date.now() + PAUSED_PARK_MS, token);
       throw new DelayedError();
     }
     if (begun.state !== 'running') {
-      await finishJob(redis, keys, data.crawlId, stage, id);
+      await finishJob(redis, keys, crawl, stage, id, data.url);
       return;
     }
-    const crawl = await ctx.crawls.get(data.crawlId, begun.version);
-    if (!crawl) return;
     const fingerprint = fingerprintOfJob(id);
     const attempts = job.opts.attempts ?? options.defaultAttempts ?? 1;
     // Every start of a job counts in attemptsStarted; only failures count in attemptsMade.
@@ -133,21 +150,21 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
         ...(spiderModule ? { spiderModule } : {}),
       });
       // The stage's done marker: a job of this stage for this URL is never enqueued again.
-      const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...result, ...(take ? { take } : {}) };
-      const { outcome, taken } = await finishJobTaking(redis, keys, data.crawlId, stage, id, finish);
+      const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...result, ...takeFor(crawl) };
+      const { outcome, taken } = await finishJobTaking(redis, keys, crawl, stage, id, data.url, finish);
       if (outcome !== 'already') metrics.count(result.counters ?? {});
       await enqueueFetches(ctx.queues, data.crawlId, crawl.spider, taken);
     } catch (err) {
       if (err instanceof DelayedError) throw err;
       if (err instanceof DeferError) {
         // Parked in BullMQ's delayed set: the slot is free at once, and no attempt is used up.
-        if (await delayJob(redis, keys, data.crawlId, stage, id, 'deferred')) metrics.count({ deferred: 1 });
+        if (await delayJob(redis, keys, crawl, stage, id, data.url, 'deferred')) metrics.count({ deferred: 1 });
         await job.moveToDelayed(Date.now() + err.waitMs, token);
         throw new DelayedError();
       }
       const retryable = !(err instanceof NonRetryableError);
       if (retryable && job.attemptsMade + 1 < attempts) {
-        if (await delayJob(redis, keys, data.crawlId, stage, id, 'retries')) metrics.count({ retries: 1 });
+        if (await delayJob(redis, keys, crawl, stage, id, data.url, 'retries')) metrics.count({ retries: 1 });
         log.debug({ stage, url: data.url, attempt: job.attemptsMade + 1, err: errorMessage(err) }, 'will retry');
         throw err;
       }
@@ -156,9 +173,9 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       // An HTTP error page is routine on real sites; anything else deserves a look.
       log[code === 'ERR_HTTP_STATUS' ? 'debug' : 'warn']({ stage, url: data.url, code, reason: errorMessage(err) }, 'dead-lettered');
       const counters = { ...extra.counters, failed: 1 };
-      const { outcome: finished, taken } = await finishJobTaking(redis, keys, data.crawlId, stage, id, {
+      const { outcome: finished, taken } = await finishJobTaking(redis, keys, crawl, stage, id, data.url, {
         ...extra,
-        ...(take ? { take } : {}),
+        ...takeFor(crawl),
         counters,
         dead: {
           url: data.url,
@@ -178,6 +195,34 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       // BullMQ's own failed set keeps it too, with the reason, for Bull Board; it is not retried.
       throw deadLetterError(`${code}: ${errorMessage(err)}`);
     }
+  };
+
+  /**
+   * Begins a job in its URL's partition. The crawl's record comes from this process's cache; when the
+   * partition's copy says the crawl changed (a new spider, or a reset and a new registration), the
+   * record is read again, and the begin is repeated if the crawl's partitions moved.
+   */
+  const begin = async (crawlId: string, id: string, url: string): Promise<{ crawl: CrawlRecord; begun: BeginResult } | undefined> => {
+    let crawl = await ctx.crawls.get(crawlId);
+    for (let tries = 0; crawl && tries < 2; tries++) {
+      let begun = await beginJob(redis, keys, crawl, stage, id, url);
+      // The job before it is finishing: its finish, the next thing its worker does, hands this one over.
+      for (const waitMs of EARLY_WAITS_MS) {
+        if (begun.state !== 'early') break;
+        await sleep(waitMs);
+        begun = await beginJob(redis, keys, crawl, stage, id, url);
+      }
+      if (begun.state === 'unknown' && tries === 0) {
+        crawl = await ctx.crawls.current(crawlId, '', '');
+        continue;
+      }
+      if (begun.state === 'unknown') return undefined;
+      const current = await ctx.crawls.current(crawlId, begun.version, begun.startedAt);
+      if (!current) return undefined;
+      if (current.parts === crawl.parts) return { crawl: current, begun };
+      crawl = current;
+    }
+    return undefined;
   };
 
   const worker = new Worker(stage, processor, {
@@ -201,8 +246,10 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
   const deadLetterFinalFailure = async (job: Job | undefined, failedReason: string) => {
     const crawlId = job?.data?.crawlId;
     if (!job?.id || typeof crawlId !== 'string' || !job.finishedOn) return;
+    const crawl = await ctx.crawls.get(crawlId);
+    if (!crawl) return;
     const { code, reason } = classifyFinalFailure(failedReason);
-    const finished = await deadLetterFailed(redis, keys, ctx.queues, crawlId, stage, job.id, code, reason);
+    const finished = await deadLetterFailed(redis, keys, ctx.queues, crawl, stage, job.id, code, reason);
     if (finished === 'already') return;
     metrics.count({ failed: 1 });
     metrics.deadLetter(stage, code);

@@ -1,7 +1,7 @@
 import { RetryableError, errorMessage, jobId, type FetchJob } from '@crawlfleet/core';
-import { admitAndEnqueue, enqueueJobs, parkedJobs } from '@crawlfleet/crawl';
+import { admitAndEnqueue, crawlTake, parkedJobs, partKeysOfUrl } from '@crawlfleet/crawl';
 import { UserAgentRotation, encodeBody, fetchPage, flatHeaders, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
-import { allowedHosts, canonicalizeUrl, frontierTake, scopeVerdict } from '@crawlfleet/frontier';
+import { allowedHosts, canonicalizeUrl, scopeVerdict } from '@crawlfleet/frontier';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, type ProxyEntry } from '@crawlfleet/politeness';
 import { DeferError, GiveUpError, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
@@ -76,9 +76,10 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       }
       const { page, verdict, proxy } = outcome;
       ctx.metrics.response(page.status, page.elapsedMs / 1000, page.body.length);
-      const fetched = { counters: { fetched: 1 }, url: { fingerprint, state: 'd' } };
+      // What this fetch learnt of the host goes back to the frontier with the job's finish.
+      const fetched = { counters: { fetched: 1 }, url: { fingerprint, state: 'd' }, host: outcome.host };
       if (verdict.kind === 'blocked') {
-        await ctx.redis.hincrby(ctx.keys.crawl(data.crawlId).counters, 'blocked', 1);
+        await ctx.redis.hincrby(partKeysOfUrl(ctx.keys, crawl, data.url).counters, 'blocked', 1);
         ctx.metrics.count({ blocked: 1 });
         if (isLastAttempt) throw new GiveUpError('ERR_BLOCKED', verdict.reason, fetched, { url: data.url, status: page.status, proxy: proxy?.label });
         if (proxy) await job.updateData({ ...data, avoidProxies: [...new Set([...(data.avoidProxies ?? []), proxy.id])] } satisfies FetchJob);
@@ -89,24 +90,16 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         // scope, robots.txt, its host's slot), at the same depth.
         const redirects = (data.redirects ?? 0) + page.redirects + 1;
         const target = canonicalizeUrl(verdict.location);
-        const done = { url: { fingerprint, state: 'd' } };
+        const done = { url: { fingerprint, state: 'd' }, host: outcome.host };
         if (redirects > spider.limits.maxRedirects)
           throw new GiveUpError('ERR_TOO_MANY_REDIRECTS', `more than ${spider.limits.maxRedirects} redirects (limits.maxRedirects), the last to ${verdict.location}`, done, { url: data.url });
         if (!target) throw new GiveUpError('ERR_HTTP_STATUS', `HTTP ${page.status} to ${verdict.location}, which is not an http(s) URL`, done, { url: data.url });
         const verdictForTarget = scopeVerdict(target, data.depth, spider, allowedHosts(spider));
         ctx.metrics.count(
-          await admitAndEnqueue(
-            ctx.redis,
-            ctx.keys,
-            ctx.queues,
-            data.crawlId,
-            spider,
-            [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects, ...(data.meta ? { meta: data.meta } : {}) }],
-            {
-              referer: data.url,
-              take: frontierTake(ctx.env.frontierWindow),
-            },
-          ),
+          await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawl, [{ url: target, depth: data.depth, verdict: verdictForTarget, redirects, ...(data.meta ? { meta: data.meta } : {}) }], {
+            referer: data.url,
+            take: crawlTake(ctx.env.frontierWindow, crawl, spider),
+          }),
         );
         ctx.log.debug({ url: data.url, status: page.status, location: target, scope: verdictForTarget }, 'redirect to another origin: its target is a new URL of the crawl');
         return { ...done, counters: { redirected: 1 } };
@@ -117,25 +110,24 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       if (verdict.kind !== 'ok') throw new GiveUpError('ERR_HTTP_STATUS', verdict.reason, fetched, { url: data.url, status: page.status });
       if (isParseable(page.contentType, page.body)) {
         const parseId = jobId('parse', fingerprint);
-        await enqueueJobs(ctx.redis, ctx.keys, ctx.queues, 'parse', data.crawlId, [
+        // The parse job becomes pending in this job's finish (handedOver), which follows the add.
+        await ctx.queues.parse.add(
+          'parse',
           {
-            id: parseId,
-            data: {
-              crawlId: data.crawlId,
-              url: data.url,
-              finalUrl: page.url,
-              depth: data.depth,
-              status: page.status,
-              contentType: page.contentType ?? '',
-              fetchedAt: new Date().toISOString(),
-              body: encodeBody(page.body),
-              // only a code spider's parse hook reads them
-              ...(spiderModule ? { headers: flatHeaders(page.headers) } : {}),
-              ...(data.meta ? { meta: data.meta } : {}),
-            },
-            opts: { attempts: 3, backoff: { type: 'crawlfleet' } },
+            crawlId: data.crawlId,
+            url: data.url,
+            finalUrl: page.url,
+            depth: data.depth,
+            status: page.status,
+            contentType: page.contentType ?? '',
+            fetchedAt: new Date().toISOString(),
+            body: encodeBody(page.body),
+            // only a code spider's parse hook reads them
+            ...(spiderModule ? { headers: flatHeaders(page.headers) } : {}),
+            ...(data.meta ? { meta: data.meta } : {}),
           },
-        ]);
+          { jobId: parseId, attempts: 3, backoff: { type: 'crawlfleet' } },
+        );
         return { ...fetched, handedOver: parseId };
       }
       return fetched;

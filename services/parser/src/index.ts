@@ -1,8 +1,8 @@
 import { jobId } from '@crawlfleet/core';
-import { SettledUrls, admitAndEnqueue, enqueueJobs, noteInvalidReasons, parkedJobs } from '@crawlfleet/crawl';
+import { SettledUrls, admitAndEnqueue, crawlTake, noteInvalidReasons, parkedJobs } from '@crawlfleet/crawl';
 import { extractResponse, runPageHooks } from '@crawlfleet/extract';
 import { decodeBody, decodePage } from '@crawlfleet/fetch';
-import { allowedHosts, frontierTake, scopeVerdict } from '@crawlfleet/frontier';
+import { allowedHosts, scopeVerdict } from '@crawlfleet/frontier';
 import { createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
 export interface ParserOptions {
@@ -46,10 +46,9 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
         rules,
       );
       const writeId = page.items.length > 0 ? jobId('write', fingerprint) : undefined;
+      // The write job becomes pending in this job's finish (handedOver), which follows the add.
       if (writeId) {
-        await enqueueJobs(ctx.redis, ctx.keys, ctx.queues, 'write', data.crawlId, [
-          { id: writeId, data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items }, opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' } } },
-        ]);
+        await ctx.queues.write.add('write', { crawlId: data.crawlId, url: data.finalUrl, items: page.items }, { jobId: writeId, attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' } });
       }
       await noteInvalidReasons(ctx.redis, ctx.keys, data.crawlId, page.invalidReasons);
       const { maxLinksPerPage } = spider.limits;
@@ -59,9 +58,9 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       const allowed = allowedHosts(spider);
       const candidates = links.map(({ url, depth, meta }) => ({ url, depth, verdict: scopeVerdict(url, depth, spider, allowed), ...(meta ? { meta } : {}) }));
       ctx.metrics.count(
-        await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, data.crawlId, spider, candidates, {
+        await admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawl, candidates, {
           referer: data.url,
-          take: frontierTake(ctx.env.frontierWindow),
+          take: crawlTake(ctx.env.frontierWindow, crawl, spider),
           settled: { urls: settledUrls, scope: incarnation },
         }),
       );

@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
 import { ConfigError, type SinkSpec, type Spider, type SpiderModuleRef } from '@crawlfleet/core';
-import { SENTINEL_PREFIX, admitAndEnqueue, checkDone, finishJob, newCrawlId, registerCrawl, type AdmissionCounts } from '@crawlfleet/crawl';
+import { admitAndEnqueue, crawlTake, newCrawlId, registerCrawl, whileInjecting } from '@crawlfleet/crawl';
 import { UserAgentRotation, collectSitemapUrls, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
-import { allowedHosts, canonicalizeUrl, frontierTake, hostAllowed, type Candidate } from '@crawlfleet/frontier';
+import { allowedHosts, canonicalizeUrl, hostAllowed, type Candidate } from '@crawlfleet/frontier';
 import type { FleetContext } from '@crawlfleet/runtime';
 
 export interface SeedOptions {
@@ -34,75 +36,90 @@ function canonicalSeed(url: string, where: string): string {
   return canonical;
 }
 
-export async function readUrlsFile(file: string): Promise<string[]> {
-  let text: string;
+/** The URLs of a URLs file, one per line (`#` starts a comment), canonical, read as a stream. */
+async function* urlsOfFile(file: string): AsyncGenerator<string> {
+  let lines: ReturnType<typeof createInterface>;
   try {
-    text = await readFile(file, 'utf8');
+    const stream = createReadStream(file, { encoding: 'utf8' });
+    await once(stream, 'open');
+    lines = createInterface({ input: stream, crlfDelay: Infinity });
   } catch (err) {
     throw new ConfigError(`${file}: cannot read URLs file: ${(err as Error).message}`, { file, cause: err });
   }
-  const urls: string[] = [];
-  text.split('\n').forEach((line, i) => {
+  let n = 0;
+  for await (const line of lines) {
+    n++;
     const trimmed = line.trim();
-    if (trimmed && !trimmed.startsWith('#')) urls.push(canonicalSeed(trimmed, `${file}:${i + 1}`));
-  });
+    if (trimmed && !trimmed.startsWith('#')) yield canonicalSeed(trimmed, `${file}:${n}`);
+  }
+}
+
+/** Reads a whole URLs file (small files; `seed` streams big ones). */
+export async function readUrlsFile(file: string): Promise<string[]> {
+  const urls: string[] = [];
+  for await (const url of urlsOfFile(file)) urls.push(url);
   return urls;
 }
+
+/** Checks every line of a URLs file before anything is seeded; returns how many URLs it holds. */
+async function checkUrlsFile(file: string): Promise<number> {
+  let count = 0;
+  for await (const _url of urlsOfFile(file)) count++;
+  return count;
+}
+
+/** URLs of a URLs file admitted per step: the file is streamed, never held whole in memory. */
+const SEED_BATCH = 10_000;
+/** How often a long seeding run logs its progress. */
+const SEED_PROGRESS_EVERY = 100_000;
 
 /**
  * Registers a crawl (the spider and sink stored in Redis) and enqueues its start URLs and any others
  * given. Seeds are admitted whatever their host: naming a URL is asking for it. Seeding an existing
- * crawl again resumes it; URLs already fetched are not fetched again.
+ * crawl again resumes it; URLs already fetched are not fetched again. A URLs file is checked whole
+ * first (a bad line exits 2 before anything is seeded), then streamed in batches, with progress.
  */
 export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promise<SeedResult> {
   const { spider } = options;
-  const urls = [
-    ...spider.startUrls.map((u, i) => canonicalSeed(u, `startUrls[${i}]`)),
-    ...(options.urls ?? []).map((u) => canonicalSeed(u, 'URL argument')),
-    ...(options.urlsFile ? await readUrlsFile(options.urlsFile) : []),
-  ];
+  const urls = [...spider.startUrls.map((u, i) => canonicalSeed(u, `startUrls[${i}]`)), ...(options.urls ?? []).map((u) => canonicalSeed(u, 'URL argument'))];
+  const inFile = options.urlsFile ? await checkUrlsFile(options.urlsFile) : 0;
   const sitemaps = [...(spider.sitemapUrls ?? []), ...(options.sitemaps ?? []).map((u) => canonicalSeed(u, '--sitemap'))];
-  if (urls.length === 0 && sitemaps.length === 0) throw new ConfigError(`spider "${spider.name}" has no startUrls and no URLs were given`);
+  if (urls.length === 0 && inFile === 0 && sitemaps.length === 0) throw new ConfigError(`spider "${spider.name}" has no startUrls and no URLs were given`);
   // Read the sitemaps before registering: one that cannot be read fails the seed, leaving no crawl behind.
   const fromSitemaps = sitemaps.length > 0 ? await sitemapCandidates(ctx, spider, sitemaps) : [];
   const crawlId = options.crawlId ?? newCrawlId(spider.name);
-  const created = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId), options.module);
-  const candidates: Candidate[] = [...urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })), ...fromSitemaps];
-  const { seen: admitted } = await whileSeeding(ctx, crawlId, () => admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawlId, spider, candidates, { take: frontierTake(ctx.env.frontierWindow) }));
-  await checkDone(ctx.redis, ctx.keys, crawlId);
-  ctx.log.info({ crawlId, created, admitted, seeds: urls.length, fromSitemaps: fromSitemaps.length }, created ? 'crawl registered' : 'crawl resumed');
+  const { created, layout } = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId), options.module, ctx.env.frontierPartitions);
+  const crawl = { ...layout, spider };
+  const take = crawlTake(ctx.env.frontierWindow, layout, spider);
+  const admit = (candidates: Candidate[]) => admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawl, candidates, { take });
+  const seeds = (list: string[]): Candidate[] => list.map((url) => ({ url, depth: 0, verdict: 'admit' as const }));
+  // Seeds are admitted a batch at a time, and fast workers may finish the first batch before the
+  // next is admitted: as an injection, the seeding holds the crawl open until it ends (and a seeder
+  // that dies lets go when its lease lapses); then the crawl is checked for completion.
+  const admitted = await whileInjecting(ctx.redis, ctx.keys, layout, `seed:${randomUUID()}`, async () => {
+    let seen = (await admit([...seeds(urls), ...fromSitemaps])).seen;
+    if (options.urlsFile) {
+      const started = Date.now();
+      let batch: string[] = [];
+      let done = 0;
+      const flush = async () => {
+        seen += (await admit(seeds(batch))).seen;
+        done += batch.length;
+        batch = [];
+        if (done % SEED_PROGRESS_EVERY < SEED_BATCH && inFile > SEED_PROGRESS_EVERY) {
+          ctx.log.info({ crawlId, done, of: inFile, urlsPerSecond: Math.round(done / Math.max(0.001, (Date.now() - started) / 1000)) }, 'seeding from the URLs file');
+        }
+      };
+      for await (const url of urlsOfFile(options.urlsFile)) {
+        batch.push(url);
+        if (batch.length >= SEED_BATCH) await flush();
+      }
+      if (batch.length > 0) await flush();
+    }
+    return seen;
+  });
+  ctx.log.info({ crawlId, created, admitted, seeds: urls.length + inFile, fromSitemaps: fromSitemaps.length, partitions: layout.parts }, created ? 'crawl registered' : 'crawl resumed');
   return { crawlId, created, admitted };
-}
-
-/** How long a seeding run's sentinel lasts unless renewed: a seeder that died lets go after this. */
-const SEEDING_LEASE_MS = 60_000;
-
-/**
- * Seeds are admitted and enqueued 1,000 at a time, and fast workers may finish the first thousand
- * before the second is admitted: the crawl would be marked done and the rest dropped. A sentinel id
- * in the fetch pending set holds the crawl open until seeding ends. It is renewed while seeding
- * runs; the reconciler removes the sentinel of a seeder that died.
- */
-async function whileSeeding(ctx: FleetContext, crawlId: string, seed: () => Promise<AdmissionCounts>): Promise<AdmissionCounts> {
-  const k = ctx.keys.crawl(crawlId);
-  const run = randomUUID();
-  const sentinel = `${SENTINEL_PREFIX}${run}`;
-  await ctx.redis
-    .multi()
-    .hset(k.seeding, run, Date.now() + SEEDING_LEASE_MS)
-    .sadd(k.pending.fetch, sentinel)
-    .exec();
-  const renew = setInterval(() => {
-    ctx.redis.hset(k.seeding, run, Date.now() + SEEDING_LEASE_MS).catch(() => undefined);
-  }, SEEDING_LEASE_MS / 4);
-  try {
-    return await seed();
-  } finally {
-    clearInterval(renew);
-    await ctx.redis.hdel(k.seeding, run);
-    // finishJob removes the sentinel and marks the crawl done if the seeds are all finished already.
-    await finishJob(ctx.redis, ctx.keys, crawlId, 'fetch', sentinel);
-  }
 }
 
 /** The page URLs of the sitemaps, as frontier candidates: a URL on a host outside the crawl's scope is skipped. */

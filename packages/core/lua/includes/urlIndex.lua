@@ -1,94 +1,92 @@
--- The crawl's seen-URL index: URL fingerprint -> one state letter (see urlStates.lua and
--- admitUrls-6.lua), packed so that a seen URL costs about 10 bytes of Redis at 10^6 URLs, where a
--- hash field per URL costs 90.
+-- A partition's seen-URL index: URL fingerprint -> one state letter (urlStates.lua, admitUrls.lua).
 --
--- The index is one hash of up to 65,536 fields (URL_BUCKETS in keys.ts). The fingerprint picks a field by
--- its first 4 digits, and the next 7 bytes of it are the record's tag: a field's value is a string of
--- 8-byte records, tag then state letter. 72 bits of fingerprint tell URLs apart (two URLs of a crawl
--- of 10^6 share a record with odds of about 1 in 10^10). A script reads the fields it needs in one
--- HMGET, changes them in Lua, and writes them back in one HSET, which sizes each value exactly.
--- A lookup reads its whole field: 8 bytes times URLs / 65,536 (120 bytes at 10^6 URLs, 1.2 KB at 10^7).
-local URL_RECORD = 8
+-- Linear hashing over small hashes. The index is a growing number of bucket keys, `<prefix><n>`,
+-- each a hash of 8-byte fingerprint prefix -> state (a small integer). A bucket holds about
+-- URL_BUCKET_LOAD records: Redis keeps a hash that small as a listpack (hash-max-listpack-entries,
+-- 128 by default), about 12 bytes a record, and its keys add about 3 more. A URL's state is read
+-- with one HGET and written with one HSET of that field alone, so the cost of a lookup, and the
+-- bytes a write adds to the AOF and the replication stream, stay the same at 10^4 URLs and at
+-- 10^8: no bucket grows with the crawl, and none is ever rewritten whole.
+--
+-- Addressing: h = the fingerprint's first 32 bits; with L the level and s the split pointer, the
+-- bucket is h mod 2^L, or h mod 2^(L+1) when that is below s. When the records outnumber
+-- URL_BUCKET_LOAD per bucket, bucket s splits: its records whose bit L is set move to bucket
+-- s + 2^L, and s moves on (to 0, with L + 1, when it reaches 2^L). The level, split pointer and
+-- record count live in the partition hash (fields iL, is, in). A bucket not yet split in the
+-- current round holds about twice the load at most, well within a listpack.
+--
+-- 64 bits of fingerprint tell URLs apart: a partition of 10^7 URLs confuses two with odds of about 1
+-- in 4 * 10^5 (n^2 / 2^65).
+local URL_BUCKET_LOAD = 45
+local STATE_CODE = {q = 1, d = 2, p = 3, w = 4, S = 5, D = 6, L = 7, R = 8, H = 9}
+local STATE_LETTER = {'q', 'd', 'p', 'w', 'S', 'D', 'L', 'R', 'H'}
 
-local sub, char = string.sub, string.char
-local function byteAt(fp, i)
-  return tonumber(sub(fp, i, i + 1), 16)
+local function urlField(fp)
+  local sub = string.sub
+  return string.char(tonumber(sub(fp, 1, 2), 16), tonumber(sub(fp, 3, 4), 16), tonumber(sub(fp, 5, 6), 16), tonumber(sub(fp, 7, 8), 16),
+    tonumber(sub(fp, 9, 10), 16), tonumber(sub(fp, 11, 12), 16), tonumber(sub(fp, 13, 14), 16), tonumber(sub(fp, 15, 16), 16))
 end
 
--- The field and the 7-byte tag of a fingerprint (hex digits 1-4 and 5-18).
-local function urlBucketAndTag(fp)
-  return tostring(tonumber(sub(fp, 1, 4), 16)),
-    char(byteAt(fp, 5), byteAt(fp, 7), byteAt(fp, 9), byteAt(fp, 11), byteAt(fp, 13), byteAt(fp, 15), byteAt(fp, 17))
+-- The first 32 bits of a field, as a number.
+local function fieldHash(field)
+  local a, b, c, d = string.byte(field, 1, 4)
+  return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
--- The position of `tag`'s record in a bucket, or nil; a match across two records is skipped.
-local function findUrlRecord(bucket, tag)
-  local from = 1
-  while true do
-    local at = string.find(bucket, tag, from, true)
-    if not at then return nil end
-    if (at - 1) % URL_RECORD == 0 then return at end
-    from = at + 1
+-- The index for the length of one script: get and set by fingerprint; flush() records the level,
+-- split pointer and record count in partKey. A bucket splits as soon as the records outnumber the
+-- load, before the next record goes in, so no bucket outgrows a listpack (Redis never turns a hash
+-- back into one once it has outgrown it).
+local function openUrlIndex(partKey, prefix)
+  local m = redis.call('HMGET', partKey, 'iL', 'is', 'in')
+  local level, split, count = tonumber(m[1]) or 0, tonumber(m[2]) or 0, tonumber(m[3]) or 0
+  local changed = false
+  local function bucketName(b)
+    return prefix .. string.format('%d', b)
   end
-end
-
--- The index for the length of one script: load(fps) reads the buckets of many fingerprints at
--- once; get and set by fingerprint; flush() writes the buckets that changed.
-local function openUrlIndex(key)
-  local buckets, changed, located = {}, {}, {}
-  local function locate(fp)
-    local place = located[fp]
-    if not place then
-      place = {urlBucketAndTag(fp)}
-      located[fp] = place
-    end
-    return place[1], place[2]
+  local function bucketOf(h)
+    local b = h % (2 ^ level)
+    if b < split then b = h % (2 ^ (level + 1)) end
+    return bucketName(b)
   end
-  local function bucketOf(fp)
-    local field, tag = locate(fp)
-    if buckets[field] == nil then buckets[field] = redis.call('HGET', key, field) or '' end
-    return field, tag
-  end
-  local index = {}
-  function index.load(fps)
-    local wanted, seen = {}, {}
-    for _, fp in ipairs(fps) do
-      local field = locate(fp)
-      if buckets[field] == nil and not seen[field] then
-        seen[field] = true
-        wanted[#wanted + 1] = field
+  local function splitOne()
+    local from, to = bucketName(split), bucketName(split + 2 ^ level)
+    local all = redis.call('HGETALL', from)
+    local moved, gone = {}, {}
+    for i = 1, #all, 2 do
+      if math.floor(fieldHash(all[i]) / 2 ^ level) % 2 == 1 then
+        moved[#moved + 1] = all[i]
+        moved[#moved + 1] = all[i + 1]
+        gone[#gone + 1] = all[i]
       end
     end
-    for i = 1, #wanted, 1000 do
-      local values = redis.call('HMGET', key, unpack(wanted, i, math.min(i + 999, #wanted)))
-      for j, v in ipairs(values) do buckets[wanted[i + j - 1]] = v or '' end
+    if #gone > 0 then
+      redis.call('HSET', to, unpack(moved))
+      redis.call('HDEL', from, unpack(gone))
+    end
+    split = split + 1
+    if split == 2 ^ level then
+      level = level + 1
+      split = 0
     end
   end
+  local index = {}
   function index.get(fp)
-    local field, tag = bucketOf(fp)
-    local at = findUrlRecord(buckets[field], tag)
-    if at then return sub(buckets[field], at + 7, at + 7) end
-    return false
+    local field = urlField(fp)
+    local code = redis.call('HGET', bucketOf(fieldHash(field)), field)
+    return code and STATE_LETTER[tonumber(code)] or false
   end
   function index.set(fp, state)
-    local field, tag = bucketOf(fp)
-    local bucket = buckets[field]
-    local at = findUrlRecord(bucket, tag)
-    if at then
-      buckets[field] = sub(bucket, 1, at + 6) .. state .. sub(bucket, at + 8)
-    else
-      buckets[field] = bucket .. tag .. state
+    local field = urlField(fp)
+    if redis.call('HSET', bucketOf(fieldHash(field)), field, STATE_CODE[state]) == 1 then
+      count = count + 1
+      changed = true
+      while count > URL_BUCKET_LOAD * (2 ^ level + split) do splitOne() end
     end
-    changed[field] = true
   end
   function index.flush()
-    local pairs_ = {}
-    for field in pairs(changed) do
-      pairs_[#pairs_ + 1] = field
-      pairs_[#pairs_ + 1] = buckets[field]
-    end
-    for i = 1, #pairs_, 2000 do redis.call('HSET', key, unpack(pairs_, i, math.min(i + 1999, #pairs_))) end
-    changed = {}
+    if changed then redis.call('HSET', partKey, 'iL', level, 'is', split, 'in', count) end
+    changed = false
   end
   return index
 end

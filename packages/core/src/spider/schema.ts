@@ -192,6 +192,11 @@ export const limitsSchema = z.strictObject({
   maxRedirects: z.int().min(0).max(50).default(10),
   /** links a page may add to the frontier; the rest are counted skipped */
   maxLinksPerPage: z.int().min(0).default(10_000),
+  /**
+   * URLs of one host (its hostname) the crawl admits, against crawler traps (calendars, session ids
+   * in paths); the host's later URLs are counted skipped. Unlimited when absent.
+   */
+  maxPagesPerHost: z.int().min(1).optional(),
 });
 
 export const spiderSchema = z.strictObject({
@@ -239,4 +244,23 @@ export type FollowRule = Spider['follow'][number];
 /** The key field of each item type (`url` by default), for sinks that deduplicate or upsert by key. */
 export function itemKeyFields(spider: Spider): Record<string, string> {
   return { ...spider.itemKeys, ...Object.fromEntries(spider.items.map((r) => [r.type, r.key ?? 'url'])) };
+}
+
+/** What the spider sets for one host: its `politeness`, overridden by the host's `hosts` entry. */
+export interface HostLimits {
+  concurrency: number;
+  /** the delay between two request starts, in ms, before robots.txt's Crawl-delay, jitter and AutoThrottle */
+  delayMs: number;
+  randomize: boolean;
+}
+
+/** Pure: the spider's limits for `hostname`. */
+export function hostLimits(spider: Pick<Spider, 'politeness' | 'hosts'>, hostname: string): HostLimits {
+  const override = spider.hosts[hostname] ?? {};
+  const { politeness } = spider;
+  return {
+    concurrency: override.concurrencyPerHost ?? politeness.concurrencyPerHost,
+    delayMs: override.delayPerHost ?? politeness.delayPerHost,
+    randomize: override.randomizeDelay ?? politeness.randomizeDelay,
+  };
 }

@@ -1,4 +1,4 @@
-import { cancelCrawl, frontierTake, pauseCrawl, resetCrawl, resumeCrawl } from '@crawlfleet/crawl';
+import { cancelCrawl, pauseCrawl, resetCrawl, resumeCrawl } from '@crawlfleet/crawl';
 import { withContext } from '../context.js';
 import { envWith } from '../options.js';
 
@@ -15,7 +15,7 @@ export async function controlCommand(action: ControlAction, options: { crawlId: 
       case 'pause':
         return `crawl ${id} ${await pauseCrawl(redis, keys, id)}`;
       case 'resume':
-        return `crawl ${id} ${await resumeCrawl(redis, keys, queues, id, frontierTake(env.frontierWindow))}`;
+        return `crawl ${id} ${await resumeCrawl(redis, keys, queues, id, env.frontierWindow)}`;
       case 'cancel':
         return `crawl ${id} ${await cancelCrawl(redis, keys, queues, id)}`;
       case 'reset': {

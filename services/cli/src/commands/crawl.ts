@@ -3,7 +3,7 @@ import { getStatus } from '@crawlfleet/crawl';
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
 import { loadProxyList } from '@crawlfleet/politeness';
-import { createFleetContext, onShutdownSignal, startReconciler, type RunningStage } from '@crawlfleet/runtime';
+import { createFleetContext, onShutdownSignal, refuseBesideLegacyCrawls, startReconciler, type RunningStage } from '@crawlfleet/runtime';
 import { seedCrawl } from '@crawlfleet/seeder';
 import { startWriter } from '@crawlfleet/writer';
 import { EXIT, ExitError } from '../exit-codes.js';
@@ -46,6 +46,7 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
   sinkFor('check');
   const proxies = loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList });
   const ctx = await createFleetContext({ env, name: 'crawl' });
+  await refuseBesideLegacyCrawls(ctx);
   if (module) ctx.spiderModules.remember(module);
   const stages: Pick<RunningStage, 'close'>[] = [];
   const stopReconciler = startReconciler(ctx);

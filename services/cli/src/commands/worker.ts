@@ -1,7 +1,7 @@
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
 import { loadProxyList } from '@crawlfleet/politeness';
-import { createFleetContext, onShutdownSignal, serveMetrics, startReconciler, type RunningStage } from '@crawlfleet/runtime';
+import { createFleetContext, onShutdownSignal, refuseBesideLegacyCrawls, serveMetrics, startReconciler, type RunningStage } from '@crawlfleet/runtime';
 import { mongoReadiness, startWriter } from '@crawlfleet/writer';
 import { ConfigError } from '@crawlfleet/core';
 import { envWith } from '../options.js';
@@ -19,6 +19,7 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
   const env = envWith(options);
   const proxies = k === 'fetcher' ? loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList }) : [];
   const ctx = await createFleetContext({ env, name: k });
+  await refuseBesideLegacyCrawls(ctx);
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[k];
   const stage: RunningStage = k === 'fetcher' ? startFetcher(ctx, { concurrency, proxies }) : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
   // A writer is not ready while the MongoDB it was given (MONGO_URL) does not answer.

@@ -1,0 +1,96 @@
+import { STAGES, runScript, type Keys, type PartKeys, type RedisClient } from '@crawlfleet/core';
+import { allPartKeys, type CrawlLayout } from './layout.js';
+
+/**
+ * When is a crawl done? When none of its jobs is pending in any stage and no URL waits in any host
+ * queue, in every partition at one moment. A script cannot read several slots, so this is checked
+ * from outside the partitions, exactly:
+ *
+ * 1. Work appears in a partition only from a job that is itself pending somewhere in the crawl (a
+ *    parse job admits its links into any partition before its own finish, and hands its URL to the
+ *    write stage in its own partition, in the step that ends it), or from outside the crawl's jobs:
+ *    a seeding run or a replay, which hold an entry in the crawl's `seeding` hash from before their
+ *    first change to after their last, and raise the crawl's `gen` at both ends
+ *    (beginInjection-2.lua, endInjection-2.lua). So while a crawl has work, some partition is busy
+ *    or an injection is open, at every moment.
+ * 2. Every change that may turn an idle partition busy raises its `epoch` (an admission, a replay).
+ *    A partition read idle twice with the same epoch was idle all the time between the two reads.
+ * 3. Read `gen`; read every partition (idle? epoch); read them all again. If all were idle both
+ *    times with unchanged epochs, then at the moment between the two collects every partition was
+ *    idle: by (1) no job was pending and nothing could appear except by an injection.
+ *    markDone-2.lua then marks the crawl done only if `gen` is unchanged and no injection is open,
+ *    which rules out an injection that began after step 3 started (it raised gen) or is still open.
+ *
+ * It runs when a finish left its partition idle, and after seeding, a replay, a resume and the
+ * reconciler's repairs; its cost (two reads of each partition) is paid only then.
+ */
+export async function settleCrawl(redis: RedisClient, keys: Keys, layout: CrawlLayout): Promise<boolean> {
+  const meta = keys.crawl(layout.crawlId);
+  const [state, gen] = await redis.hmget(meta.meta, 'state', 'gen');
+  if (state !== 'running') return false;
+  const parts = allPartKeys(keys, layout);
+  const first = await collect(redis, parts);
+  if (!first.every((p) => p.idle)) return false;
+  const second = await collect(redis, parts);
+  if (!second.every((p, i) => p.idle && p.epoch === first[i]!.epoch)) return false;
+  return (await runScript<number>(redis, 'markDone', [meta.meta, meta.seeding], [gen ?? '0', new Date().toISOString()])) === 1;
+}
+
+interface PartitionReading {
+  idle: boolean;
+  epoch: string;
+}
+
+/** One read of every partition, all at once (one round trip per partition, each maybe on its own shard). */
+async function collect(redis: RedisClient, parts: PartKeys[]): Promise<PartitionReading[]> {
+  return Promise.all(
+    parts.map(async (k) => {
+      const pipeline = redis.pipeline();
+      for (const stage of STAGES) pipeline.scard(k.pending[stage]);
+      pipeline.hmget(k.part, 'q', 'epoch');
+      const results = (await pipeline.exec()) ?? [];
+      for (const [err] of results) if (err) throw err;
+      const pending = results.slice(0, STAGES.length).reduce((n, [, v]) => n + Number(v), 0);
+      const [q, epoch] = results[STAGES.length]![1] as (string | null)[];
+      return { idle: pending === 0 && Number(q ?? 0) === 0, epoch: epoch ?? '0' };
+    }),
+  );
+}
+
+/** How long an injection's lease lasts unless renewed: a seeder or replay that died lets go after this. */
+export const INJECTION_LEASE_MS = 60_000;
+
+/**
+ * Runs `work` (which brings URLs or jobs into the crawl from outside its jobs) as an injection: the
+ * crawl cannot be marked done while it runs, and a done check that began before it is voided.
+ * `reopen` runs a crawl that had ended done or failed again (a replay). The crawl is checked for
+ * completion afterwards (a seed that admitted nothing new may finish it). Returns work's result.
+ */
+export async function whileInjecting<T>(redis: RedisClient, keys: Keys, layout: CrawlLayout, id: string, work: () => Promise<T>, reopen = false): Promise<T> {
+  const k = keys.crawl(layout.crawlId);
+  await runScript(redis, 'beginInjection', [k.meta, k.seeding], [id, Date.now() + INJECTION_LEASE_MS, reopen ? '1' : '']);
+  const renew = setInterval(() => {
+    redis.hset(k.seeding, id, Date.now() + INJECTION_LEASE_MS).catch(() => undefined);
+  }, INJECTION_LEASE_MS / 4);
+  renew.unref();
+  try {
+    return await work();
+  } finally {
+    clearInterval(renew);
+    await runScript(redis, 'endInjection', [k.meta, k.seeding], [id]);
+    await settleCrawl(redis, keys, layout);
+  }
+}
+
+/** Ends the injections whose lease lapsed (their process died); true when any was ended. */
+export async function endLapsedInjections(redis: RedisClient, keys: Keys, layout: CrawlLayout, nowMs = Date.now()): Promise<number> {
+  const k = keys.crawl(layout.crawlId);
+  const leases = await redis.hgetall(k.seeding);
+  let ended = 0;
+  for (const [id, until] of Object.entries(leases)) {
+    if (Number(until) > nowMs) continue;
+    ended += await runScript<number>(redis, 'endInjection', [k.meta, k.seeding], [id]);
+  }
+  if (ended > 0) await settleCrawl(redis, keys, layout);
+  return ended;
+}

@@ -1,0 +1,115 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startServer } from '../fixtures/http-server.mjs';
+import { hostStats } from '../fixtures/polite-site.mjs';
+import { dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+
+// Issue #18: each host of a crawl waits only for its own politeness. One crawl: a slow host whose
+// URLs are seeded first, more of them than the fetch window holds, then a fast host's 300. The fast
+// host must be done within 30 s of the seed, while the slow host goes on at its own pace; the same
+// when the slow host is slow by robots.txt's Crawl-delay, or answers 503 with Retry-After. (Before
+// the per-host frontier, the window filled with the slow host's parked jobs and the fast host got
+// none of its pages for minutes.)
+
+const SLOW = 'slow.fair.test';
+const FAST = 'fast.fair.test';
+const WINDOW = 200;
+const SLOW_URLS = 250;
+const FAST_URLS = 300;
+
+type Slowness = 'delay' | 'crawl-delay' | 'retry-after';
+
+async function startFairSite(slowness: Slowness) {
+  return startServer((req, res): void => {
+    const host = String(req.headers.host ?? '').replace(/:\d+$/, '');
+    const path = req.url ?? '/';
+    if (path === '/robots.txt') {
+      if (host === SLOW && slowness === 'crawl-delay') {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.end('User-agent: *\nCrawl-delay: 1\n');
+        return;
+      }
+      res.writeHead(404);
+      res.end();
+      return;
+    }
+    if (host === SLOW && slowness === 'retry-after') {
+      res.writeHead(503, { 'content-type': 'text/html', 'retry-after': '2' });
+      res.end('<!DOCTYPE html><html><body>busy, come back later</body></html>');
+      return;
+    }
+    const m = /^\/p\/(\d+)\.html$/.exec(path);
+    res.writeHead(m ? 200 : 404, { 'content-type': 'text/html; charset=utf-8' });
+    res.end(`<!DOCTYPE html><html><head><title>${host}</title></head><body><h1 class="t">${host} ${m?.[1] ?? 'none'}</h1></body></html>`);
+  });
+}
+
+function fairSpider(slowness: Slowness, port: number) {
+  return {
+    name: `fair-${slowness}`,
+    allowedDomains: [`${SLOW}:${port}`, `${FAST}:${port}`],
+    allowPrivateAddresses: true,
+    obeyRobotsTxt: slowness === 'crawl-delay',
+    // One request at a time on the slow host, a second apart (the spider's delay, or robots.txt's).
+    hosts: { [SLOW]: { concurrencyPerHost: 1, ...(slowness === 'delay' ? { delayPerHost: 1000 } : {}) } },
+    items: [{ type: 'page', fields: { title: { css: 'h1.t', required: true } } }],
+  };
+}
+
+describe('fairness: a slow host whose URLs come first delays no other host (issue #18)', () => {
+  const prefix = uniquePrefix('fair');
+  const dir = tempDir('fair');
+  // One partition: both hosts in the same host queues and window, the case per-host queues exist for.
+  const env = testEnv(prefix, { HOST_RESOLVE: `${SLOW}:127.0.0.1,${FAST}:127.0.0.1`, FRONTIER_WINDOW: String(WINDOW), FRONTIER_PARTITIONS: '1' });
+  const workers: ReturnType<typeof spawnCli>[] = [];
+
+  beforeAll(() => {
+    workers.push(spawnCli(['worker', 'fetcher', '--concurrency', '32'], { env }), spawnCli(['worker', 'parser'], { env }), spawnCli(['worker', 'writer'], { env }));
+  });
+  afterAll(async () => {
+    for (const w of workers) w.kill('SIGTERM');
+    const results = await Promise.all(workers.map((w) => w.result));
+    expect(results.map((r) => (r.code === 0 ? 0 : r.stderr.slice(-2000)))).toEqual(workers.map(() => 0));
+    await dropPrefix(prefix);
+  });
+
+  test.each<Slowness>(['delay', 'crawl-delay', 'retry-after'])(
+    'the slow host slow by %s: the fast host is done within 30 s, the slow one goes on alone',
+    async (slowness) => {
+      const site = await startFairSite(slowness);
+      const crawlId = `fair-${slowness}`;
+      try {
+        const urls = join(dir, `${crawlId}.txt`);
+        const url = (host: string, i: number) => `http://${host}:${site.port}/p/${i}.html`;
+        writeFileSync(urls, [...Array.from({ length: SLOW_URLS }, (_, i) => url(SLOW, i)), ...Array.from({ length: FAST_URLS }, (_, i) => url(FAST, i))].join('\n'));
+        const started = Date.now();
+        const seeded = await runCli(['seed', writeJson(dir, `${crawlId}.json`, fairSpider(slowness, site.port)), '--crawl-id', crawlId, '--urls-file', urls, '--sink', join(dir, `${crawlId}.jsonl`)], {
+          env,
+        });
+        expect(seeded.code).toBe(0);
+        const fastPages = () => site.requests.filter((r) => r.host === FAST && r.path.startsWith('/p/') && r.status === 200);
+        await waitFor(() => fastPages().length >= FAST_URLS, 30_000 - (Date.now() - started), `the fast host's ${FAST_URLS} pages`);
+        const doneAfter = Math.max(...fastPages().map((r) => r.endAt ?? 0)) - started;
+      const slowPages = () => site.requests.filter((r) => r.host === SLOW && r.path.startsWith('/p/'));
+      process.stderr.write(`fairness (${slowness}): the fast host's ${FAST_URLS} pages done ${doneAfter} ms after the seed; the slow host had ${slowPages().length} requests by then\n`);
+      expect(doneAfter).toBeLessThan(30_000);
+      expect(fastPages()).toHaveLength(FAST_URLS);
+      // The slow host goes on at its own pace: one request at a time, a second apart (or 2 s, held by Retry-After).
+      await waitFor(() => slowPages().length >= 3, 20_000, 'three requests on the slow host');
+      const slow = hostStats(slowPages(), SLOW);
+      expect(slow.maxConcurrent).toBe(1);
+      expect(slow.minGapMs).toBeGreaterThanOrEqual(slowness === 'retry-after' ? 1900 : 950);
+      // status lists the slow host first among those waiting, with its URLs still to come.
+        const status = JSON.parse((await runCli(['status', '--crawl-id', crawlId, '--json'], { env })).stdout);
+        expect(status.state).toBe('running');
+        expect(status.hosts[0]).toMatchObject({ host: SLOW, concurrency: 1 });
+        expect(status.hosts[0].waiting).toBeGreaterThan(SLOW_URLS - 40);
+        expect(status.hosts.map((h: { host: string }) => h.host)).not.toContain(FAST);
+      } finally {
+        expect((await runCli(['cancel', '--crawl-id', crawlId], { env })).code).toBe(0);
+        await site.close();
+      }
+    },
+    60_000,
+  );
+});

@@ -1,0 +1,104 @@
+import { join } from 'node:path';
+import { longTailSpider, resolveToLoopback, startLongTailSite, tailHosts } from '../fixtures/long-tail-site.mjs';
+import { hostStats } from '../fixtures/polite-site.mjs';
+import { dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+
+// Issue #18: the long tail. 200 hosts of 30 pages each, every page linking to all of its host's
+// pages; one request per host at a time, 2 s apart. A host's 30 pages take about 60 s however many
+// hosts there are, so the ideal crawl takes about 60 s. Before the per-host frontier, the window filled
+// host by host and the crawl took 2.4 times that; now it must take at most 1.5 times, in one process
+// and as a fleet of separate processes.
+
+const HOSTS = tailHosts(200);
+const PAGES = 30;
+const DELAY_MS = 2000;
+const IDEAL_S = (PAGES * DELAY_MS) / 1000;
+
+describe('the long tail: 200 hosts, 30 pages each, one request per host every 2 s', () => {
+  const dir = tempDir('tail');
+  let site: Awaited<ReturnType<typeof startLongTailSite>>;
+  const prefixes: string[] = [];
+  beforeAll(async () => {
+    site = await startLongTailSite({ pages: PAGES });
+  });
+  afterAll(async () => {
+    await site.close();
+    for (const p of prefixes) await dropPrefix(p);
+  });
+
+  /**
+   * Every host's pages, each fetched once, one at a time and the delay apart. Grants are 2,040 ms
+   * apart on Redis's clock; the site sees each start a moment after its grant, the time the
+   * fetcher's event loop takes to send it, so under load two starts may look a little closer.
+   */
+  function expectPolite(since: number) {
+    const requests = site.requests.filter((r) => r.at >= since);
+    expect(requests).toHaveLength(HOSTS.length * PAGES);
+    let smallestGap = Infinity;
+    const medians: number[] = [];
+    for (const host of HOSTS) {
+      const stats = hostStats(requests, host);
+      expect([host, stats.count, stats.maxConcurrent]).toEqual([host, PAGES, 1]);
+      smallestGap = Math.min(smallestGap, stats.minGapMs);
+      medians.push(stats.medianGapMs);
+    }
+    expect(Math.min(...medians)).toBeGreaterThanOrEqual(DELAY_MS);
+    expect(smallestGap).toBeGreaterThanOrEqual(DELAY_MS - 250);
+    return smallestGap;
+  }
+
+  const expectItems = (out: string) => {
+    const titles = readJsonl(out).map((i) => i.title as string);
+    expect(titles).toHaveLength(HOSTS.length * PAGES);
+    expect(new Set(titles).size).toBe(HOSTS.length * PAGES);
+  };
+
+  test('in one process (crawlfleet crawl): at most 1.5 times the ideal', async () => {
+    const prefix = uniquePrefix('tail-1p');
+    prefixes.push(prefix);
+    const env = testEnv(prefix, { HOST_RESOLVE: resolveToLoopback(HOSTS), LOG_LEVEL: 'warn' });
+    const out = join(dir, 'one.jsonl');
+    const since = Date.now();
+    const run = await runCli(
+      ['crawl', writeJson(dir, 'tail.json', longTailSpider(HOSTS, site.port, { delayMs: DELAY_MS })), '--crawl-id', 'tail-1p', '--out', out, '--json', '--quiet', '--concurrency', '64'],
+      {
+        env,
+        timeoutMs: 200_000,
+      },
+    );
+    const seconds = (Date.now() - since) / 1000;
+    expect(run.code).toBe(0);
+    const gap = expectPolite(since);
+    expectItems(out);
+    const status = JSON.parse(run.stdout.trim().split('\n').pop()!);
+    process.stderr.write(
+      `long tail, one process: ${seconds.toFixed(1)} s for ${HOSTS.length} hosts x ${PAGES} pages (ideal ${IDEAL_S} s, ratio ${(seconds / IDEAL_S).toFixed(2)}); smallest gap ${gap} ms; ${status.counters.deferred} deferrals\n`,
+    );
+    expect(status.counters).toMatchObject({ fetched: HOSTS.length * PAGES, written: HOSTS.length * PAGES, failed: 0 });
+    expect(seconds).toBeLessThanOrEqual(IDEAL_S * 1.5);
+  }, 220_000);
+
+  test('as a fleet of separate processes, the frontier in 4 partitions: at most 1.5 times the ideal', async () => {
+    const prefix = uniquePrefix('tail-np');
+    prefixes.push(prefix);
+    const env = testEnv(prefix, { HOST_RESOLVE: resolveToLoopback(HOSTS), LOG_LEVEL: 'warn', FRONTIER_PARTITIONS: '4' });
+    const out = join(dir, 'fleet.jsonl');
+    const workers = [spawnCli(['worker', 'fetcher', '--concurrency', '64'], { env }), spawnCli(['worker', 'parser', '--concurrency', '8'], { env }), spawnCli(['worker', 'writer'], { env })];
+    try {
+      const since = Date.now();
+      const seeded = await runCli(['seed', writeJson(dir, 'tail-np.json', longTailSpider(HOSTS, site.port, { delayMs: DELAY_MS })), '--crawl-id', 'tail-np', '--sink', out], { env });
+      expect(seeded.code).toBe(0);
+      expect((await runCli(['wait', '--crawl-id', 'tail-np', '--timeout', '180'], { env, timeoutMs: 200_000 })).code).toBe(0);
+      const seconds = (Date.now() - since) / 1000;
+      const gap = expectPolite(since);
+      expectItems(out);
+      const status = JSON.parse((await runCli(['status', '--crawl-id', 'tail-np', '--json'], { env })).stdout);
+      process.stderr.write(`long tail, fleet: ${seconds.toFixed(1)} s (ideal ${IDEAL_S} s, ratio ${(seconds / IDEAL_S).toFixed(2)}); smallest gap ${gap} ms; ${status.counters.deferred} deferrals\n`);
+      expect(status).toMatchObject({ state: 'done', partitions: 4, counters: { fetched: HOSTS.length * PAGES, written: HOSTS.length * PAGES, failed: 0 } });
+      expect(seconds).toBeLessThanOrEqual(IDEAL_S * 1.5);
+    } finally {
+      for (const w of workers) w.kill('SIGTERM');
+      for (const w of workers) expect((await resultWithin(w, 30_000, 'a worker')).code).toBe(0);
+    }
+  }, 260_000);
+});
