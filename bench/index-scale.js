@@ -123,7 +123,9 @@ export async function benchIndexScale({ dir, urls, steps, progress }) {
         indexBytes: index.bytes,
       };
       rows.push(row);
-      progress(`index: ${admitted.toLocaleString('en')} URLs: ${row.bytesPerSeenUrl} B per seen URL, ${row.aofBytesPerAdmittedUrl} AOF B per URL, ${row.admissionUrlsPerRedisSecond} URLs per Redis second, seed ${row.seedUrlsPerSecond} URLs/s`);
+      progress(
+        `index: ${admitted.toLocaleString('en')} URLs: ${row.bytesPerSeenUrl} B per seen URL, ${row.aofBytesPerAdmittedUrl} AOF B per URL, ${row.admissionUrlsPerRedisSecond} URLs per Redis second, seed ${row.seedUrlsPerSecond} URLs/s`,
+      );
     }
   } finally {
     await server.stop();
@@ -135,8 +137,20 @@ export async function benchIndexScale({ dir, urls, steps, progress }) {
     urls,
     steps: rows,
     extrapolatedTo1e8: {
-      bytesPerSeenUrl: Number((extrapolate(tail.map((r) => ({ x: r.urls, y: r.indexBytes })), at) / at).toFixed(2)),
-      aofBytesPerAdmittedUrl: Math.round(extrapolate(tail.map((r) => ({ x: r.urls, y: r.aofBytesPerAdmittedUrl })), at)),
+      bytesPerSeenUrl: Number(
+        (
+          extrapolate(
+            tail.map((r) => ({ x: r.urls, y: r.indexBytes })),
+            at,
+          ) / at
+        ).toFixed(2),
+      ),
+      aofBytesPerAdmittedUrl: Math.round(
+        extrapolate(
+          tail.map((r) => ({ x: r.urls, y: r.aofBytesPerAdmittedUrl })),
+          at,
+        ),
+      ),
     },
   };
 }

@@ -10,7 +10,7 @@ import { startScriptProfile, stopScriptProfile } from './script-profile.js';
 
 /** BENCH_PROFILE=1: Redis time per script in every run on the bench's Redis (script-profile.js). */
 const PROFILE = process.env.BENCH_PROFILE === '1';
-import { redisCli } from '../test/fixtures/redis-cluster.mjs';
+import { commandsPerMaster, spread } from '../test/fixtures/redis-cluster.mjs';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CLI = join(ROOT, 'bin/crawlfleet');
@@ -172,25 +172,6 @@ async function fleetNp(site, ctx, mix, mongo, cluster = false, cli = CLI) {
     }
   }
   return result;
-}
-
-/** Commands each master of the cluster has run so far (INFO commandstats, scripts' commands included), by port. */
-async function commandsPerMaster(cluster) {
-  const masters = (await cluster.nodes()).filter((n) => n.flags.includes('master')).map((n) => n.port);
-  const counts = {};
-  for (const port of masters) {
-    const info = await redisCli(port, 'INFO', 'commandstats');
-    counts[port] = [...info.matchAll(/calls=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
-  }
-  return counts;
-}
-
-/** Pure: how a run's commands spread over the masters: each one's share, and the busiest one's. */
-function spread(before, after) {
-  const ran = Object.keys(after).map((port) => after[port] - (before[port] ?? 0));
-  const total = ran.reduce((a, b) => a + b, 0);
-  const shares = ran.map((n) => Number((n / total).toFixed(3))).sort((a, b) => b - a);
-  return { commands: total, shares, busiestShare: shares[0] };
 }
 
 /** mode name -> run(site, ctx); fleet-np takes its mix from ctx.npMix. */

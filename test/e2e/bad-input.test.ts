@@ -149,3 +149,46 @@ describe('bad input gets a clear error and loses nothing', () => {
     }
   });
 });
+
+describe('a crawl registered by a fleet older than the partitioned frontier (issue #18, "Upgrading")', () => {
+  const dir = tempDir('legacy');
+  const prefix = uniquePrefix('legacy');
+  const env = testEnv(prefix);
+  const redis = new Redis(REDIS_URL);
+  afterAll(async () => {
+    redis.disconnect();
+    await dropPrefix(prefix);
+  });
+
+  test('workers refuse to start beside it (exit 2, naming it); seeding it exits 2; status reads it; reset removes it, and then the workers start', async () => {
+    // What the older fleet left: the crawl in one slot, its frontier a list, its meta without `parts`.
+    const base = `${prefix}:crawl:{old-crawl}`;
+    await redis.sadd(`${prefix}:crawls`, 'old-crawl');
+    await redis.hset(`${base}:meta`, 'state', 'running', 'spiderName', 'old', 'startedAt', new Date().toISOString(), 'spider', JSON.stringify({ name: 'old', startUrls: ['http://127.0.0.1:9/'] }));
+    await redis.hset(`${base}:counters`, 'seen', '12', 'fetched', '5');
+    await redis.rpush(`${base}:frontier`, 'a'.repeat(32));
+    for (const command of [
+      ['worker', 'fetcher'],
+      ['crawl', writeJson(dir, 'spider.json', catalogueSpider('http://127.0.0.1:9')), '--crawl-id', 'new-crawl'],
+    ]) {
+      const run = await runCli(command, { env, timeoutMs: 30_000 });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain('older than the partitioned frontier are still unfinished: old-crawl');
+    }
+    const seeded = await runCli(['seed', writeJson(dir, 'old.json', catalogueSpider('http://127.0.0.1:9')), '--crawl-id', 'old-crawl'], { env });
+    expect(seeded.code).toBe(2);
+    expect(seeded.stderr).toContain('crawl old-crawl was registered by a crawlfleet older than its partitioned frontier');
+    const status = JSON.parse((await runCli(['status', '--crawl-id', 'old-crawl', '--json'], { env })).stdout);
+    expect(status).toMatchObject({ state: 'running', partitions: 0, counters: { seen: 12, fetched: 5 } });
+    expect((await runCli(['reset', '--crawl-id', 'old-crawl'], { env })).code).toBe(0);
+    expect(await redis.exists(`${base}:meta`, `${base}:counters`, `${base}:frontier`)).toBe(0);
+    const worker = spawnCli(['worker', 'writer'], { env });
+    try {
+      await new Promise((r) => setTimeout(r, 3000));
+      expect(worker.exitCode).toBeNull();
+    } finally {
+      worker.kill('SIGTERM');
+      expect((await worker.result).code).toBe(0);
+    }
+  });
+});

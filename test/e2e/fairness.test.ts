@@ -90,16 +90,16 @@ describe('fairness: a slow host whose URLs come first delays no other host (issu
         const fastPages = () => site.requests.filter((r) => r.host === FAST && r.path.startsWith('/p/') && r.status === 200);
         await waitFor(() => fastPages().length >= FAST_URLS, 30_000 - (Date.now() - started), `the fast host's ${FAST_URLS} pages`);
         const doneAfter = Math.max(...fastPages().map((r) => r.endAt ?? 0)) - started;
-      const slowPages = () => site.requests.filter((r) => r.host === SLOW && r.path.startsWith('/p/'));
-      process.stderr.write(`fairness (${slowness}): the fast host's ${FAST_URLS} pages done ${doneAfter} ms after the seed; the slow host had ${slowPages().length} requests by then\n`);
-      expect(doneAfter).toBeLessThan(30_000);
-      expect(fastPages()).toHaveLength(FAST_URLS);
-      // The slow host goes on at its own pace: one request at a time, a second apart (or 2 s, held by Retry-After).
-      await waitFor(() => slowPages().length >= 3, 20_000, 'three requests on the slow host');
-      const slow = hostStats(slowPages(), SLOW);
-      expect(slow.maxConcurrent).toBe(1);
-      expect(slow.minGapMs).toBeGreaterThanOrEqual(slowness === 'retry-after' ? 1900 : 950);
-      // status lists the slow host first among those waiting, with its URLs still to come.
+        const slowPages = () => site.requests.filter((r) => r.host === SLOW && r.path.startsWith('/p/'));
+        process.stderr.write(`fairness (${slowness}): the fast host's ${FAST_URLS} pages done ${doneAfter} ms after the seed; the slow host had ${slowPages().length} requests by then\n`);
+        expect(doneAfter).toBeLessThan(30_000);
+        expect(fastPages()).toHaveLength(FAST_URLS);
+        // The slow host goes on at its own pace: one request at a time, a second apart (or 2 s, held by Retry-After).
+        await waitFor(() => slowPages().length >= 3, 20_000, 'three requests on the slow host');
+        const slow = hostStats(slowPages(), SLOW);
+        expect(slow.maxConcurrent).toBe(1);
+        expect(slow.minGapMs).toBeGreaterThanOrEqual(slowness === 'retry-after' ? 1900 : 950);
+        // status lists the slow host first among those waiting, with its URLs still to come.
         const status = JSON.parse((await runCli(['status', '--crawl-id', crawlId, '--json'], { env })).stdout);
         expect(status.state).toBe('running');
         expect(status.hosts[0]).toMatchObject({ host: SLOW, concurrency: 1 });

@@ -4,7 +4,8 @@ import { Keys, SCRIPT_NAMES, connectRedis, runScript, scriptSource, validateSpid
 import { Limiter, healthFromHash, hostPolicy } from '@crawlfleet/politeness';
 import { partKeysOfUrl } from '@crawlfleet/crawl';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
-import { redisCli, startRedisCluster, startRedisSentinel } from '../fixtures/redis-cluster.mjs';
+import { commandsPerMaster, redisCli, spread, startRedisCluster, startRedisSentinel } from '../fixtures/redis-cluster.mjs';
+import { docsSpider, findSiteRoot, hostNames, serveSite } from '../chaos/site.mjs';
 import { comparable, readJsonl, runCli, spawnCli, tempDir, testEnv, waitFor, writeJson } from '../helpers/cli.js';
 
 // issue #12: the fleet on a real Redis Cluster (3 masters, 3 replicas) and on Sentinel (one primary,
@@ -35,11 +36,12 @@ async function statusOf(env: NodeJS.ProcessEnv, crawlId: string) {
 }
 
 /**
- * A crawl of 2,162 pages by a fleet of separate processes on `redisUrl`; after 600 pages,
- * `failover` kills the master that matters and waits for its replica to take over. The crawl must
- * end done by itself with exactly the site's items, none lost, none doubled.
+ * A crawl of 2,162 pages by a fleet of separate processes on `redisUrl`; after 600 pages (and
+ * again after 1,200, for each further failover), `failovers` kill a master that matters and wait for
+ * its replica to take over. The crawl must end done by itself with exactly the site's items, none
+ * lost, none doubled.
  */
-async function crawlThroughFailover(label: string, redisUrl: string, crawlId: string, failover: () => Promise<void>): Promise<void> {
+async function crawlThroughFailover(label: string, redisUrl: string, crawlId: string, failovers: (() => Promise<void>)[]): Promise<void> {
   const shape = siteShape(2000, 25);
   const site = await startCatalogueSite(shape, { delayMs: 5 });
   const dir = tempDir(label);
@@ -49,10 +51,12 @@ async function crawlThroughFailover(label: string, redisUrl: string, crawlId: st
   try {
     const out = join(dir, 'items.jsonl');
     expect((await runCli(['seed', writeJson(dir, 'spider.json', catalogueSpider(site.url)), '--crawl-id', crawlId, '--sink', out], { env })).code).toBe(0);
-    await waitFor(async () => (await statusOf(env, crawlId)).counters.fetched >= 600, 120_000, '600 pages fetched');
-    const killedAt = Date.now();
-    await failover();
-    process.stderr.write(`${label} failover: a replica took over ${Date.now() - killedAt} ms after kill -9\n`);
+    for (const [i, failover] of failovers.entries()) {
+      await waitFor(async () => (await statusOf(env, crawlId)).counters.fetched >= 600 * (i + 1), 120_000, `${600 * (i + 1)} pages fetched`);
+      const killedAt = Date.now();
+      await failover();
+      process.stderr.write(`${label} failover ${i + 1}: a replica took over ${Date.now() - killedAt} ms after kill -9\n`);
+    }
     expect((await runCli(['wait', '--crawl-id', crawlId, '--timeout', '240'], { env, timeoutMs: 250_000 })).code).toBe(0);
     const truth = groundTruth(site.url, shape);
     const expected = [...truth.products, ...truth.listings];
@@ -197,29 +201,60 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
     }
   });
 
-  test('kill -9 of the master serving the crawl and the fetch queue, mid-crawl of 2,162 pages: its replica takes over and the crawl ends done with exactly the right items', async () => {
-    // The busiest slots: the fetch queue's and the crawl's. A crawl id whose slot is on the same
-    // master as the fetch queue, so one kill takes both.
+  test("one crawl of a 10-host site spreads over the 3 masters: none carries more than 45% of the fleet's Redis commands, queues included", async () => {
+    // The bench's multi-host site: Debian's Python documentation under 10 host names.
+    const site = await serveSite(findSiteRoot());
+    const hosts = hostNames(10);
+    const env = testEnv('cf-spread', { REDIS_URL: cluster.url, HOST_RESOLVE: hosts.map((h) => `${h}:127.0.0.1`).join(',') });
+    const fleet = startFleet(env, 1);
+    try {
+      const before = await commandsPerMaster(cluster);
+      expect((await runCli(['seed', writeJson(dir, 'docs.json', docsSpider(hosts, site.port)), '--crawl-id', 'spread', '--sink', join(dir, 'docs.jsonl')], { env })).code).toBe(0);
+      expect((await runCli(['wait', '--crawl-id', 'spread', '--timeout', '300'], { env, timeoutMs: 310_000 })).code).toBe(0);
+      const shares = spread(before, await commandsPerMaster(cluster));
+      const status = await statusOf(env, 'spread');
+      process.stderr.write(`cluster spread: ${shares.commands} commands for ${status.counters.fetched} pages; the masters' shares ${shares.shares.join(', ')}\n`);
+      expect(status).toMatchObject({ state: 'done', partitions: 16 });
+      expect(status.counters.fetched).toBeGreaterThan(5000);
+      expect(shares.busiestShare).toBeLessThanOrEqual(0.45);
+      expect(await stopFleet(fleet)).toEqual(fleet.map(() => 0));
+    } finally {
+      for (const w of fleet) if (w.exitCode === null) w.kill('SIGKILL');
+      await site.close();
+    }
+  }, 330_000);
+
+  test("kill -9 of the master serving the crawl's partition, then of the one serving the fetch queue, mid-crawl of 2,162 pages: replicas take over and the crawl ends done with exactly the right items", async () => {
+    // The busiest slots: the crawl's partition that holds the site's host (its frontier, index and
+    // pending sets), and the fetch queue's. Each master is killed in turn (the same one once, when
+    // it serves both).
     const slotOf = async (key: string) => Number((await redisCli(cluster.ports[0]!, 'CLUSTER', 'KEYSLOT', key)).trim());
-    const fetchMaster = await cluster.masterOf(await slotOf('{fetch}'));
-    let crawlId = '';
-    for (let i = 0; !crawlId; i++) if ((await cluster.masterOf(await slotOf(`{failover-${i}}`))) === fetchMaster) crawlId = `failover-${i}`;
-    await crawlThroughFailover('cluster', cluster.url, crawlId, async () => {
-      cluster.kill(fetchMaster);
-      await cluster.waitForFailover(fetchMaster);
-    });
-  });
+    const crawlId = 'failover';
+    const partition = partKeysOfUrl(new Keys('cf-cluster'), { crawlId, parts: 16 }, 'http://127.0.0.1/').part;
+    const masters = [...new Set([await cluster.masterOf(await slotOf(partition)), await cluster.masterOf(await slotOf(new Keys('cf-cluster').queuePrefix('fetch')))])];
+    await crawlThroughFailover(
+      'cluster',
+      cluster.url,
+      crawlId,
+      masters.map((master) => async () => {
+        cluster.kill(master);
+        await cluster.waitForFailover(master);
+      }),
+    );
+  }, 300_000);
 });
 
 describe('Redis Sentinel: one primary, two replicas, three sentinels', () => {
   test('kill -9 of the primary mid-crawl: the sentinels promote a replica, and the crawl ends done with exactly the right items', async () => {
     const sentinel = await startRedisSentinel({ replicas: 2, sentinels: 3, downAfterMs: 2000 });
     try {
-      await crawlThroughFailover('sentinel', sentinel.url, 'sentinel', async () => {
-        const primary = await sentinel.primary();
-        sentinel.kill(primary);
-        await sentinel.waitForFailover(primary);
-      });
+      await crawlThroughFailover('sentinel', sentinel.url, 'sentinel', [
+        async () => {
+          const primary = await sentinel.primary();
+          sentinel.kill(primary);
+          await sentinel.waitForFailover(primary);
+        },
+      ]);
     } finally {
       await sentinel.stop();
     }

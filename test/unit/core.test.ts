@@ -56,7 +56,9 @@ describe('spider validation', () => {
 describe('keys and ids', () => {
   test('queue keys, crawl keys and partition keys carry their hash tags', () => {
     const keys = new Keys('cf');
-    expect(keys.queuePrefix('fetch')).toBe('cf:{fetch}');
+    // Each stage's queue in its own third of the slot space: on three masters, three queues on three.
+    expect(['fetch', 'parse', 'write'].map((s) => keys.queuePrefix(s as 'fetch'))).toEqual(['cf:{fetch}', 'cf:{parse}', 'cf:{write/0}']);
+    expect(['fetch', 'parse', 'write'].map((s) => Math.floor((keySlot(keys.queuePrefix(s as 'fetch')) * 3) / 16384))).toEqual([0, 1, 2]);
     for (const key of keys.crawlOwnKeys('books-1')) expect(key).toMatch(/^cf:crawl:\{books-1\}:/);
     // A crawl of one partition: its tag is the crawl id with the partition's number.
     expect(keys.part('books-1', 0, 1).pending.parse).toBe('cf:crawl:{books-1/0.0}:pending:parse');

@@ -12,8 +12,8 @@
 
   Returns {state, spiderVersion, startedAt}. state is the crawl's state; 'unknown' when the crawl
   (or this partition of it) does not exist; 'finished' when this job already finished (a re-run after
-  a crash); 'early' when it is not pending yet but the job handing it over still is: the job was
-  added before that job's finish marks it pending (finishJob-12.lua), and must wait a moment.
+  a crash); 'early' when it is not pending yet but the job handing it over still is (a job added by
+  hand, or one whose hand-over a Redis failover lost with the last writes of its slot): it waits.
   startedAt tells a crawl registered again after a reset from the one before it.
 ]]
 local m = redis.call('HMGET', KEYS[1], 'state', 'version', 'startedAt')

@@ -17,12 +17,11 @@
   ARGV[5] its new state, or ''; a stage's done marker (d, p, w) never moves a URL backwards
   ARGV[6] dead-letter record (JSON), or ''
   ARGV[7] window   ARGV[8] the fewest free places worth a take   ARGV[9] horizon (ms)
-  ARGV[10] the next stage's job this job handed its URL over to (a fetch job's parse job, a parse
-           job's write job), or ''. That job was added to its queue before this finish; it becomes
-           pending here, in the same step that ends this job, unless it was dead-lettered before or
-           the URL has reached that stage's done marker (a fetch job that ran again after its worker
-           died, having handed its page over already). After a Redis failover that lost the last
-           writes of this slot, the mark is put back the same way.
+  ARGV[10] the next stage's job this job hands its URL over to (a fetch job's parse job, a parse
+           job's write job), or ''. It becomes pending here, in the same step that ends this job,
+           and is added to its queue after this finish, so it never starts before it is pending;
+           unless it was dead-lettered before, or the URL has reached that stage's done marker
+           already (a fetch job that ran again after its worker died, having handed its page over).
   ARGV[11] the prefix of the index's bucket keys   ARGV[12] the prefix of the host queue keys
   ARGV[13] the URL's host, for a fetch job (its turn goes back), or ''
   ARGV[14..17] what the fetch learnt of the host, each '' when unknown: its concurrency, its delay
@@ -68,23 +67,31 @@ local function urls()
   index = index or openUrlIndex(partKey, ARGV[11])
   return index
 end
+-- The URL's state after this finish (known here, so the hand-over need not read it again).
+local urlState
 if ARGV[4] ~= '' then
-  if not (STAGE_RANK[ARGV[5]] and reached(urls().get(ARGV[4]), ARGV[5])) then urls().set(ARGV[4], ARGV[5]) end
+  urlState = urls().get(ARGV[4])
+  if not (STAGE_RANK[ARGV[5]] and reached(urlState, ARGV[5])) then
+    urls().set(ARGV[4], ARGV[5])
+    urlState = ARGV[5]
+  end
 end
 local handedTo = ARGV[10]
+local handedOver = false
 if handedTo ~= '' then
   local childStage = ({p = 2, w = 3})[string.sub(handedTo, 1, 1)]
   local childKey = pendingKeys[childStage]
   if childKey and redis.call('SISMEMBER', childKey, handedTo) == 0 and redis.call('HEXISTS', dead, handedTo) == 0 then
     local childFp = string.sub(handedTo, 2)
-    local reachedDone = reached(urls().get(childFp), ({'d', 'p', 'w'})[childStage])
-    if not reachedDone or redis.call('HEXISTS', rebuilds, 'r:' .. childFp) == 1 then
-      redis.call('SADD', childKey, handedTo)
+    local childState = childFp == ARGV[4] and urlState or urls().get(childFp)
+    if not reached(childState, ({'d', 'p', 'w'})[childStage]) or redis.call('HEXISTS', rebuilds, 'r:' .. childFp) == 1 then
+      handedOver = redis.call('SADD', childKey, handedTo) == 1
     end
   end
 end
 if index then index.flush() end
-if isUrlJob and redis.call('SISMEMBER', KEYS[5], 'f' .. fp) == 0
+-- A URL handed over is still in flight; otherwise its request goes once no stage holds it.
+if isUrlJob and not handedOver and redis.call('SISMEMBER', KEYS[5], 'f' .. fp) == 0
     and redis.call('SISMEMBER', KEYS[6], 'p' .. fp) == 0 and redis.call('SISMEMBER', KEYS[7], 'w' .. fp) == 0 then
   redis.call('HDEL', KEYS[8], fp)
   redis.call('HDEL', rebuilds, 'r:' .. fp)

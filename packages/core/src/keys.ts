@@ -1,11 +1,12 @@
 import { ConfigError } from './errors.js';
-import { fnv1a, spreadTag } from './partitions.js';
+import { fnv1a, spreadTag, stageTag } from './partitions.js';
 
 /**
  * Every Redis key crawlfleet uses is built here; no other file spells a key.
  *
  * Hash tags keep the fleet Redis Cluster ready:
- * - each queue lives in its own slot: BullMQ prefix `<P>:{fetch}`, so its keys are `<P>:{fetch}:fetch:*`;
+ * - each queue lives in its own slot, in its own third of the slot space: BullMQ prefix `<P>:{fetch}`,
+ *   so its keys are `<P>:{fetch}:fetch:*` (and `{parse}`, `{write/0}`);
  * - all keys of one crawl share the slot `{<crawlId>}`, so every Lua script over them is single-slot;
  * - a host's politeness keys share the slot `{polite:<n>}` (n by the host's hash), the proxies' `{polite}`;
  * - the crawl index `<P>:crawls` is touched only by plain commands, never inside a script.
@@ -113,9 +114,12 @@ export function politeShard(host: string): number {
 export class Keys {
   constructor(readonly prefix: string) {}
 
-  /** BullMQ prefix for one stage's queue; the hash tag puts the whole queue in one slot. */
+  /**
+   * BullMQ prefix for one stage's queue; the hash tag puts the whole queue in one slot, each stage's
+   * in its own third of the slot space (stageTag): `{fetch}`, `{parse}`, `{write/0}`.
+   */
   queuePrefix(stage: Stage): string {
-    return `${this.prefix}:{${stage}}`;
+    return `${this.prefix}:{${stageTag(stage, STAGES.indexOf(stage), STAGES.length)}}`;
   }
 
   /** Set of every registered crawl id. */

@@ -36,14 +36,27 @@ const spreadTags = new Map<string, string>();
  * lands in range (about `count` tries), the same on every process.
  */
 export function spreadTag(base: string, index: number, count: number): string {
-  const cacheKey = `${base}\n${index}\n${count}`;
+  return firstTagInRange(`${base}\n${index}\n${count}`, index, count, (k) => `${base}/${index}.${k}`);
+}
+
+/**
+ * Pure: the hash tag of one of the fleet's stage queues (`fetch`, `parse`, `write`, index 0-2 of
+ * 3): the stage's name when its slot lies in the stage's third of the slot space, else
+ * `name/k` for the first k whose slot does (the write queue's is `write/0`). The three queues are
+ * then on three masters of a cluster of three or more, not two of them on one.
+ */
+export function stageTag(stage: string, index: number, count: number): string {
+  return firstTagInRange(`stage\n${stage}\n${index}\n${count}`, index, count, (k) => (k === 0 ? stage : `${stage}/${k - 1}`));
+}
+
+function firstTagInRange(cacheKey: string, index: number, count: number, candidate: (k: number) => string): string {
   const cached = spreadTags.get(cacheKey);
   if (cached) return cached;
   const low = Math.floor((index * CLUSTER_SLOTS) / count);
   const high = Math.floor(((index + 1) * CLUSTER_SLOTS) / count);
   let tag = '';
   for (let k = 0; ; k++) {
-    tag = `${base}/${index}.${k}`;
+    tag = candidate(k);
     const slot = calculateSlot(tag);
     if (slot >= low && slot < high) break;
   }

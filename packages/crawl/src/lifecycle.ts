@@ -49,7 +49,7 @@ export interface FinishInput {
   dead?: DeadLetter;
   /** a fetch job's finish gives its host's turn back and feeds the fetch stage: how much to take */
   take?: FrontierTake;
-  /** the next stage's job this one added for its URL (finishJob-12.lua, ARGV[10]): it becomes pending now */
+  /** the next stage's job this one hands its URL to (finishJob-12.lua, ARGV[10]): pending from this finish, added after it */
   handedOver?: string;
   /** a fetch job's report on its host */
   host?: HostReport;

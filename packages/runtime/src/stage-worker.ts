@@ -1,4 +1,4 @@
-import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
+import { DelayedError, UnrecoverableError, Worker, type Job, type JobsOptions } from 'bullmq';
 import { JOB_HISTORY, NonRetryableError, RetryableError, errorMessage, fingerprintOfJob, retryDelay, validateJob, type JobByStage, type LoadedSpiderModule, type Stage } from '@crawlfleet/core';
 import {
   STAGE_DONE_STATE,
@@ -17,8 +17,19 @@ import {
 } from '@crawlfleet/crawl';
 import type { FleetContext } from './context.js';
 
-/** What a stage's handler returns: the effects to record when its job finishes. */
-export type StageResult = Omit<FinishInput, 'dead' | 'take'>;
+/** The next stage's job for a URL: made pending by the job's finish, then added to its queue. */
+export interface HandOver {
+  stage: 'parse' | 'write';
+  id: string;
+  data: JobByStage['parse'] | JobByStage['write'];
+  opts: JobsOptions;
+}
+
+/**
+ * What a stage's handler returns: the effects to record when its job finishes, and the next stage's
+ * job (`handOver`), which the harness adds once that finish has made it pending.
+ */
+export type StageResult = Omit<FinishInput, 'dead' | 'take' | 'handedOver'> & { handOver?: HandOver };
 
 export interface StageHandlerInput<S extends Stage> {
   job: Job;
@@ -150,9 +161,14 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
         ...(spiderModule ? { spiderModule } : {}),
       });
       // The stage's done marker: a job of this stage for this URL is never enqueued again.
-      const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...result, ...takeFor(crawl) };
+      const { handOver, ...effects } = result;
+      const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...effects, ...takeFor(crawl), ...(handOver ? { handedOver: handOver.id } : {}) };
       const { outcome, taken } = await finishJobTaking(redis, keys, crawl, stage, id, data.url, finish);
       if (outcome !== 'already') metrics.count(result.counters ?? {});
+      // The next stage's job is pending now (the finish), so it is added only now: it can never start
+      // before its hand-over is recorded. A process that dies in between leaves it pending without a
+      // job: the reconciler redoes its URL.
+      if (handOver && outcome !== 'already') await ctx.queues[handOver.stage].add(handOver.stage, handOver.data, { ...handOver.opts, jobId: handOver.id });
       await enqueueFetches(ctx.queues, data.crawlId, crawl.spider, taken);
     } catch (err) {
       if (err instanceof DelayedError) throw err;

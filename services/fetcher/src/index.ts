@@ -109,26 +109,28 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       }
       if (verdict.kind !== 'ok') throw new GiveUpError('ERR_HTTP_STATUS', verdict.reason, fetched, { url: data.url, status: page.status });
       if (isParseable(page.contentType, page.body)) {
-        const parseId = jobId('parse', fingerprint);
-        // The parse job becomes pending in this job's finish (handedOver), which follows the add.
-        await ctx.queues.parse.add(
-          'parse',
-          {
-            crawlId: data.crawlId,
-            url: data.url,
-            finalUrl: page.url,
-            depth: data.depth,
-            status: page.status,
-            contentType: page.contentType ?? '',
-            fetchedAt: new Date().toISOString(),
-            body: encodeBody(page.body),
-            // only a code spider's parse hook reads them
-            ...(spiderModule ? { headers: flatHeaders(page.headers) } : {}),
-            ...(data.meta ? { meta: data.meta } : {}),
+        // The parse job: made pending by this job's finish, then added (the harness).
+        return {
+          ...fetched,
+          handOver: {
+            stage: 'parse',
+            id: jobId('parse', fingerprint),
+            data: {
+              crawlId: data.crawlId,
+              url: data.url,
+              finalUrl: page.url,
+              depth: data.depth,
+              status: page.status,
+              contentType: page.contentType ?? '',
+              fetchedAt: new Date().toISOString(),
+              body: encodeBody(page.body),
+              // only a code spider's parse hook reads them
+              ...(spiderModule ? { headers: flatHeaders(page.headers) } : {}),
+              ...(data.meta ? { meta: data.meta } : {}),
+            },
+            opts: { attempts: 3, backoff: { type: 'crawlfleet' } },
           },
-          { jobId: parseId, attempts: 3, backoff: { type: 'crawlfleet' } },
-        );
-        return { ...fetched, handedOver: parseId };
+        };
       }
       return fetched;
     },

@@ -46,10 +46,15 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
         rules,
       );
       const writeId = page.items.length > 0 ? jobId('write', fingerprint) : undefined;
-      // The write job becomes pending in this job's finish (handedOver), which follows the add.
-      if (writeId) {
-        await ctx.queues.write.add('write', { crawlId: data.crawlId, url: data.finalUrl, items: page.items }, { jobId: writeId, attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' } });
-      }
+      // The write job: made pending by this job's finish, then added (the harness).
+      const handOver = writeId
+        ? {
+            stage: 'write' as const,
+            id: writeId,
+            data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items },
+            opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' as const } },
+          }
+        : undefined;
       await noteInvalidReasons(ctx.redis, ctx.keys, data.crawlId, page.invalidReasons);
       const { maxLinksPerPage } = spider.limits;
       const links = page.links.length > maxLinksPerPage ? page.links.slice(0, maxLinksPerPage) : page.links;
@@ -64,7 +69,7 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
           settled: { urls: settledUrls, scope: incarnation },
         }),
       );
-      return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow }, ...(writeId ? { handedOver: writeId } : {}) };
+      return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow }, ...(handOver ? { handOver } : {}) };
     },
   });
   const stopWatching = watchBackpressure(worker, ctx.queues.write, ctx.env.writeHighWater, ctx.log, 500, () => parkedJobs(ctx.redis, ctx.keys, 'write'));
