@@ -16,7 +16,7 @@ import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
 import { freePort } from './memory.js';
 import { runMeasured } from './processes.js';
-import { parseInfo } from './redis-stats.js';
+import { indexBytes, parseInfo } from './redis-stats.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const HOSTS = 100;
@@ -55,22 +55,10 @@ async function startRedis(dir) {
 }
 
 async function readings(redis) {
-  const { fields } = parseInfo(await redis.info('everything'));
-  const usec = /usec=(\d+)/.exec(fields.cmdstat_evalsha ?? '')?.[1];
+  const text = await redis.info('everything');
+  const { fields } = parseInfo(text);
+  const usec = /^cmdstat_evalsha:calls=\d+,usec=(\d+)/m.exec(text)?.[1];
   return { aofBytes: Number(fields.aof_current_size), scriptMicros: Number(usec ?? 0), usedMemory: Number(fields.used_memory) };
-}
-
-/** Sum of MEMORY USAGE over the index's buckets (`<urlBucket>0` .. `<urlBucket>n-1`). */
-async function indexBytes(redis, k) {
-  const [level, split, count] = (await redis.hmget(k.part, 'iL', 'is', 'in')).map(Number);
-  const buckets = 2 ** level + split;
-  let bytes = 0;
-  for (let from = 0; from < buckets; from += 2000) {
-    const pipeline = redis.pipeline();
-    for (let b = from; b < Math.min(buckets, from + 2000); b++) pipeline.memory('USAGE', `${k.urlBucket}${b}`, 'SAMPLES', '0');
-    for (const [, v] of (await pipeline.exec()) ?? []) bytes += Number(v ?? 0);
-  }
-  return { bytes, buckets, records: count };
 }
 
 /** Pure: a least-squares line through (x, y) points, evaluated at x. */
@@ -131,26 +119,32 @@ export async function benchIndexScale({ dir, urls, steps, progress }) {
     await server.stop();
     rmSync(redisDir, { recursive: true, force: true });
   }
-  const tail = rows.slice(Math.floor(rows.length / 2));
+  // Lines through the cumulative figures of the last half of the steps: the index's bytes and the
+  // AOF's bytes against the URLs admitted. At 10^8 the index holds the line's value; an admission
+  // then writes the line's slope (the AOF's growth per URL).
+  let aofSoFar = 0;
+  const cumulative = rows.map((r, i) => {
+    aofSoFar += r.aofBytesPerAdmittedUrl * (r.urls - (i === 0 ? 0 : rows[i - 1].urls));
+    return { urls: r.urls, indexBytes: r.indexBytes, aofBytes: aofSoFar };
+  });
+  const tail = cumulative.slice(Math.floor(cumulative.length / 2));
   const at = 1e8;
+  const aofAt = (x) =>
+    extrapolate(
+      tail.map((r) => ({ x: r.urls, y: r.aofBytes })),
+      x,
+    );
+  const indexAt = (x) =>
+    extrapolate(
+      tail.map((r) => ({ x: r.urls, y: r.indexBytes })),
+      x,
+    );
   return {
     urls,
     steps: rows,
     extrapolatedTo1e8: {
-      bytesPerSeenUrl: Number(
-        (
-          extrapolate(
-            tail.map((r) => ({ x: r.urls, y: r.indexBytes })),
-            at,
-          ) / at
-        ).toFixed(2),
-      ),
-      aofBytesPerAdmittedUrl: Math.round(
-        extrapolate(
-          tail.map((r) => ({ x: r.urls, y: r.aofBytesPerAdmittedUrl })),
-          at,
-        ),
-      ),
+      bytesPerSeenUrl: Number((indexAt(at) / at).toFixed(2)),
+      aofBytesPerAdmittedUrl: Math.round(aofAt(at) - aofAt(at - 1)),
     },
   };
 }

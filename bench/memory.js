@@ -2,8 +2,8 @@
 // URLs are seeded with `crawlfleet seed --urls-file` (the public way in, whatever the frontier's
 // keys look like) into a fresh private Redis, with no worker running, so every URL stays queued.
 // - bytes per queued URL: (used_memory after − before) / URLs; everything the crawl holds in Redis.
-// - bytes per seen URL: MEMORY USAGE summed over the crawl's seen-URL index, every key matching
-//   `<prefix>:crawl:{<id>}:urls*` (one hash today; bucketed keys under that prefix work too).
+// - bytes per seen URL: MEMORY USAGE summed over the crawl's seen-URL index (its partition's bucket
+//   keys, redis-stats.js's indexBytes).
 // - seeding URLs/s: URLs / the seed command's wall time (start-up and reading the file included).
 import { spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
@@ -12,7 +12,8 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { runMeasured } from './processes.js';
-import { parseInfo } from './redis-stats.js';
+import { Keys } from '@crawlfleet/core';
+import { indexBytes, parseInfo } from './redis-stats.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const HOSTS = 100;
@@ -56,21 +57,6 @@ async function usedMemory(redis) {
   return Number(parseInfo(await redis.info('memory')).fields.used_memory);
 }
 
-async function bytesOfKeys(redis, pattern) {
-  let cursor = '0';
-  let bytes = 0;
-  let keys = 0;
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    for (const key of found) {
-      bytes += Number(await redis.memory('USAGE', key, 'SAMPLES', '0'));
-      keys++;
-    }
-  } while (cursor !== '0');
-  return { bytes, keys };
-}
-
 export async function benchMemory({ dir, urls, progress }) {
   const file = join(dir, 'urls.txt');
   await writeUrls(file, urls);
@@ -85,17 +71,18 @@ export async function benchMemory({ dir, urls, progress }) {
     progress(`memory: seeding ${urls.toLocaleString('en')} URLs into a fresh Redis ...`);
     const started = performance.now();
     const seed = await runMeasured('seed', join(ROOT, 'bin/crawlfleet'), ['seed', spider, '--urls-file', file, '--crawl-id', crawlId, '--redis', `redis://127.0.0.1:${server.port}`], {
-      env: { ...process.env, QUEUE_PREFIX: prefix, LOG_LEVEL: 'warn' },
+      env: { ...process.env, QUEUE_PREFIX: prefix, LOG_LEVEL: 'warn', FRONTIER_PARTITIONS: '1' },
       dir,
     });
     const seconds = (performance.now() - started) / 1000;
     const after = await usedMemory(server.redis);
-    const seen = await bytesOfKeys(server.redis, `${prefix}:crawl:{${crawlId}}:urls*`);
+    // The seen-URL index: the crawl's one partition's bucket keys (FRONTIER_PARTITIONS is 1 here).
+    const seen = await indexBytes(server.redis, new Keys(prefix).part(crawlId, 0, 1));
     return {
       urls,
       bytesPerQueuedUrl: Math.round((after - before) / urls),
       bytesPerSeenUrl: Number((seen.bytes / urls).toFixed(1)),
-      seenIndexKeys: seen.keys,
+      seenIndexKeys: seen.buckets,
       usedMemoryMB: Math.round((after - before) / 2 ** 20),
       seedSeconds: Number(seconds.toFixed(1)),
       seedingUrlsPerSecond: Math.round(urls / seconds),

@@ -71,3 +71,16 @@ export async function dropPrefix(redis, prefix) {
     if (keys.length) await redis.unlink(...keys);
   } while (cursor !== '0');
 }
+
+/** Sum of MEMORY USAGE over the index's buckets (`<urlBucket>0` .. `<urlBucket>n-1`). */
+export async function indexBytes(redis, k) {
+  const [level, split, count] = (await redis.hmget(k.part, 'iL', 'is', 'in')).map(Number);
+  const buckets = 2 ** level + split;
+  let bytes = 0;
+  for (let from = 0; from < buckets; from += 2000) {
+    const pipeline = redis.pipeline();
+    for (let b = from; b < Math.min(buckets, from + 2000); b++) pipeline.memory('USAGE', `${k.urlBucket}${b}`, 'SAMPLES', '0');
+    for (const [, v] of (await pipeline.exec()) ?? []) bytes += Number(v ?? 0);
+  }
+  return { bytes, buckets, records: count };
+}

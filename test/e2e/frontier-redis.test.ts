@@ -125,7 +125,7 @@ describe('the frontier on real Redis', () => {
     const k = part('turns');
     await redis.hset(k.part, 'state', 'paused');
     const takeArgs = [k.part, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog];
-    expect(await runScript<string[]>(redis, 'takeReady', takeArgs, [100, 1, 60_000, k.hostQueue])).toEqual([]);
+    expect(await runScript<string[]>(redis, 'takeReady', takeArgs, [100, 1, 60_000, k.hostQueue, 'turns'])).toEqual([]);
     await redis.hset(k.part, 'state', 'running');
     // Status lists the hosts with URLs waiting, busiest first, with their turns.
     await redis.hset(keys.crawl('turns').meta, 'state', 'running', 'parts', '1');

@@ -121,7 +121,7 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
       const k = partKeysOfUrl(new Keys('cf'), { crawlId: 'on-cluster', parts: 16 }, site.url);
       // The frontier's take outside a finish (a resume, the reconciler's backstop), which a crawl
       // this small never needs: no host has URLs waiting, so nothing is taken.
-      expect(await runScript(redis, 'takeReady', [k.part, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog], [1000, 1, 60_000, k.hostQueue])).toEqual([]);
+      expect(await runScript(redis, 'takeReady', [k.part, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog], [1000, 1, 60_000, k.hostQueue, 'on-cluster'])).toEqual([]);
       // The reconciler's script, which a crawl without lost jobs never needs: a job that is not
       // pending any more is left alone (0).
       expect(

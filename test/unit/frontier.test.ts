@@ -1,4 +1,4 @@
-import { allowedHosts, canonicalizeUrl, hostAllowed, passesAllowDeny, scopeVerdict } from '@crawlfleet/frontier';
+import { allowedHosts, canonicalizeUrl, frontierTake, hostAllowed, hostOfUrl, passesAllowDeny, scopeVerdict } from '@crawlfleet/frontier';
 
 describe('canonicalizeUrl', () => {
   test.each([
@@ -50,5 +50,39 @@ describe('scope', () => {
     expect(passesAllowDeny('http://a/_sources/x.html', [/\.html$/], [/\/_sources\//])).toBe(false);
     expect(passesAllowDeny('http://a/x.txt', [/\.html$/], [])).toBe(false);
     expect(passesAllowDeny('http://a/x.txt', [], [])).toBe(true);
+  });
+});
+
+describe('hostOfUrl: the host the frontier keys queues and partitions by', () => {
+  test.each([
+    'http://example.com/a',
+    'https://example.com:8443/a?b#c',
+    'http://example.com',
+    'http://127.0.0.1:8080/x',
+    'http://[::1]:8080/x',
+    'http://[2001:db8::1]/',
+    'http://xn--bcher-kva.example/',
+    'http://Example.COM/a',
+    'http://user:pw@example.com/a',
+    'http://a.b@c.example/',
+    'http://bücher.example/',
+    'http://example.com?q',
+    'http://example.com#f',
+  ])('%s: what the WHATWG parser says, canonical or not', (url) => {
+    expect(hostOfUrl(url)).toBe(new URL(url).hostname);
+    const canonical = canonicalizeUrl(url);
+    if (canonical) expect(hostOfUrl(canonical)).toBe(new URL(canonical).hostname);
+  });
+
+  test('a string that is not a URL has no host', () => {
+    expect(hostOfUrl('not a url')).toBe('');
+  });
+});
+
+describe('frontierTake', () => {
+  test("each partition gets its share of the window, never below the spider's widest host, in batches of a 32nd", () => {
+    expect(frontierTake(2000)).toEqual({ window: 2000, minBatch: 63, horizonMs: 60_000 });
+    expect(frontierTake(2000, 16)).toEqual({ window: 125, minBatch: 4, horizonMs: 60_000 });
+    expect(frontierTake(2000, 16, 200)).toEqual({ window: 200, minBatch: 7, horizonMs: 60_000 });
   });
 });

@@ -1,5 +1,6 @@
 import { emptyCounters, type CrawlStatus } from '@crawlfleet/crawl';
 import { RateMeter, progressLine } from '../../services/cli/src/progress.js';
+import { formatHosts } from '../../services/cli/src/commands/status.js';
 
 test('the TTY progress line shows pages per second, queue depths, items, errors and an ETA', () => {
   const q = { waiting: 0, active: 0, delayed: 0, failed: 0 };
@@ -24,4 +25,20 @@ test('RateMeter measures over a sliding window', () => {
   expect(m.add(0, 0)).toBe(0);
   expect(m.add(100, 1000)).toBe(100);
   expect(m.add(300, 2000)).toBe(150);
+});
+
+test("status names the hosts with the most URLs waiting, and each one's turn", () => {
+  expect(
+    formatHosts([
+      { host: 'slow.test', waiting: 248, inFlight: 1, concurrency: 1, delayMs: 1000, nextTurnInMs: null },
+      { host: 'held.test', waiting: 40, inFlight: 0, concurrency: 8, delayMs: 0, nextTurnInMs: 12_500 },
+      { host: 'fast.test', waiting: 3, inFlight: 5, concurrency: 8, delayMs: 0, nextTurnInMs: 0 },
+    ]),
+  ).toEqual([
+    '  hosts with the most URLs waiting:',
+    '    slow.test: 248 waiting, 1 in flight, at its concurrency (1), 1000 ms apart',
+    '    held.test: 40 waiting, 0 in flight, next turn in 12.5 s',
+    '    fast.test: 3 waiting, 5 in flight, its turn now',
+  ]);
+  expect(formatHosts([])).toEqual([]);
 });

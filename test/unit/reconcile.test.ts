@@ -1,5 +1,5 @@
 import { classifyFinalFailure, decideOrphan, replayPlan, selectDeadLetters, type DeadLetterEntry } from '@crawlfleet/crawl';
-import { decodeRequest, encodeRequest } from '@crawlfleet/frontier';
+import { decodeRequest, encodeRequest, queuedRequest } from '@crawlfleet/frontier';
 
 const FP = '0123456789abcdef0123456789abcdef';
 
@@ -29,8 +29,12 @@ describe('the reconciler decides what a pending id needs', () => {
   test('a request kept for a lost fetch job round-trips; anything else decodes to nothing', () => {
     expect(decodeRequest(encodeRequest({ url: 'https://a.test/x', depth: 2 }))).toEqual({ url: 'https://a.test/x', depth: 2 });
     expect(decodeRequest(encodeRequest({ url: 'https://a.test/y', depth: 0, redirects: 3 }))).toEqual({ url: 'https://a.test/y', depth: 0, redirects: 3 });
-    expect(encodeRequest({ url: 'https://a.test/x', depth: 2 })).toBe('{"u":"https://a.test/x","d":2}');
-    for (const bad of [null, '', '{', '{"u":1,"d":0}', '{"u":"x"}']) expect(decodeRequest(bad)).toBeUndefined();
+    // The frontier's compact form: depth and URL, the rest as a line of JSON when there is any.
+    expect(encodeRequest({ url: 'https://a.test/x', depth: 2 })).toBe('2 https://a.test/x');
+    expect(encodeRequest({ url: 'https://a.test/x', depth: 1, referer: 'https://a.test/' })).toBe('1 https://a.test/x\n{"r":"https://a.test/"}');
+    // A request kept in the older JSON form still reads.
+    expect(decodeRequest('{"u":"https://a.test/x","d":2}')).toEqual({ url: 'https://a.test/x', depth: 2 });
+    for (const bad of [null, '', '{', '{"u":1,"d":0}', '{"u":"x"}', 'x https://a.test/', '2', '1 https://a.test/\n{']) expect(decodeRequest(bad)).toBeUndefined();
   });
 });
 
@@ -75,4 +79,12 @@ describe('dead letters: selection and how each runs again', () => {
     expect(replayPlan(entry({ jobId: 'by-hand-1', url: '' }), 'c')).toBeUndefined();
     expect(replayPlan(entry({ url: 'not a url', data: { url: 42 } }), 'c')).toBeUndefined();
   });
+});
+
+test("a host's queue keeps a request without the host's origin, which the take writes out again", () => {
+  expect(queuedRequest('0 http://a.test/x?y', 'a.test')).toBe('0 ~/x?y');
+  expect(queuedRequest('2 https://a.test/\n{"r":"https://b.test/"}', 'a.test')).toBe('2 ^/\n{"r":"https://b.test/"}');
+  // Another host's URL, or one with a port, as it is.
+  expect(queuedRequest('0 http://a.test:8080/x', 'a.test')).toBe('0 http://a.test:8080/x');
+  expect(queuedRequest('0 http://a.test.evil/x', 'a.test')).toBe('0 http://a.test.evil/x');
 });

@@ -17,14 +17,16 @@
   ARGV[5] horizon (ms): how far ahead a host's turn may be to be handed out now
   ARGV[6] the prefix of the index's bucket keys (urlIndex.lua)
   ARGV[7] the prefix of the host queue keys (hosts.lua)
-  ARGV[8..] groups, one per host: host, its concurrency, its delay (ms), n, then n pairs:
+  ARGV[8] the crawl id (a taken URL's job is named by its fingerprint, sha1 of the id and the URL)
+  ARGV[9..] groups, one per host: host, its concurrency, its delay (ms), n, then n pairs:
             fingerprint, then the verdict ('a' admit, 's' out of scope, 'd' too deep) followed, for
-            'a', by the request JSON. Each fingerprint at most once (the caller removes duplicates).
+            'a', by the fetch request (encodeRequest). Each fingerprint at most once (the caller
+            removes duplicates).
 
   Returns {codes, skipped, taken}: one code per URL in the order given, 1 newly admitted (into its
   host's queue), 2 admitted earlier and still pending in the fetch stage (enqueue again: the job id
   makes that a no-op unless the job was lost), 0 nothing to do; how much the call changed the
-  `skipped` counter; and the {job id, request JSON, wait ms, ...} triples the call took into the
+  `skipped` counter; and the {job id, request, wait ms, ...} triples the call took into the
   fetch stage (takeReady.lua). A URL refused for depth can still be admitted later, by a shorter path.
 
   A URL over maxPages is recorded 'L', over its host's maxPagesPerHost 'H', and counted skipped.
@@ -42,7 +44,7 @@ local index = openUrlIndex(partKey, ARGV[6])
 
 local seen = maxPages > 0 and tonumber(redis.call('HGET', counters, 'seen') or '0') or 0
 local codes, admitted, skipped = {}, 0, 0
-local at = 8
+local at = 9
 while at <= #ARGV do
   local host, concurrency, delay, n = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
   at = at + 4
@@ -52,22 +54,32 @@ while at <= #ARGV do
   for _ = 1, n do
     local fp, tail = ARGV[at], ARGV[at + 1]
     at = at + 2
-    local verdict, state, code = string.sub(tail, 1, 1), index.get(fp), 0
+    local verdict, code = string.sub(tail, 1, 1), 0
     if verdict == 'a' then
-      if state == false or state == 'D' then
-        if maxPages > 0 and seen + admitted >= maxPages then
-          if state == false then
-            index.set(fp, 'L')
-            skipped = skipped + 1
-          end
-        elseif maxPerHost > 0 and st.a >= maxPerHost then
-          if state == 'D' then skipped = skipped - 1 end
-          index.set(fp, 'H')
-          skipped = skipped + 1
+      -- What the URL becomes if it is new: admitted, or refused by a budget.
+      local fresh = 'q'
+      if maxPages > 0 and seen + admitted >= maxPages then
+        fresh = 'L'
+      elseif maxPerHost > 0 and st.a >= maxPerHost then
+        fresh = 'H'
+      end
+      -- One command for a URL never seen (most seeds), two for one seen before.
+      local state = not index.claim(fp, fresh) and index.get(fp)
+      if state == false then
+        if fresh == 'q' then
+          entries[#entries + 1] = string.sub(tail, 2)
+          st.a = st.a + 1
+          admitted = admitted + 1
+          code = 1
         else
-          if state == 'D' then skipped = skipped - 1 end
-          index.set(fp, 'q')
-          entries[#entries + 1] = fp .. string.sub(tail, 2)
+          skipped = skipped + 1
+        end
+      elseif state == 'D' and fresh ~= 'L' then
+        -- Refused for depth before, found now by a shorter path.
+        index.set(fp, fresh)
+        if fresh == 'q' then
+          skipped = skipped - 1
+          entries[#entries + 1] = string.sub(tail, 2)
           st.a = st.a + 1
           admitted = admitted + 1
           code = 1
@@ -75,8 +87,7 @@ while at <= #ARGV do
       elseif state == 'q' and redis.call('SISMEMBER', pending, 'f' .. fp) == 1 then
         code = 2
       end
-    elseif state == false then
-      index.set(fp, verdict == 'd' and 'D' or 'S')
+    elseif index.claim(fp, verdict == 'd' and 'D' or 'S') then
       skipped = skipped + 1
     end
     codes[#codes + 1] = code
@@ -96,5 +107,5 @@ if admitted ~= 0 then
   redis.call('HINCRBY', partKey, 'epoch', 1)
 end
 if skipped ~= 0 then redis.call('HINCRBY', counters, 'skipped', skipped) end
-local K = {part = partKey, pendingFetch = pending, requests = requests, hosts = hostsKey, ready = ready, backlog = backlog, queuePrefix = queuePrefix}
+local K = {part = partKey, pendingFetch = pending, requests = requests, hosts = hostsKey, ready = ready, backlog = backlog, queuePrefix = queuePrefix, crawlId = ARGV[8]}
 return {codes, skipped, takeReady(K, now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))}

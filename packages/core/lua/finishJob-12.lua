@@ -26,13 +26,14 @@
   ARGV[13] the URL's host, for a fetch job (its turn goes back), or ''
   ARGV[14..17] what the fetch learnt of the host, each '' when unknown: its concurrency, its delay
            (ms), when this request started (ms, the limiter's clock), a Retry-After hold until (ms)
-  ARGV[18..] pairs: counter name, increment
+  ARGV[18] the crawl id (a taken URL's job is named by its fingerprint)
+  ARGV[19..] pairs: counter name, increment
 
   A job that was never pending (a poison job enqueued by hand) still lands in the dead-letter set,
   once: its counters apply only when its record is new.
 
   Returns {outcome, taken, idle}: outcome 0 when the job had already finished (nothing applied), 1
-  when applied; taken, the {job id, request JSON, wait ms, ...} triples taken into the fetch stage;
+  when applied; taken, the {job id, request, wait ms, ...} triples taken into the fetch stage;
   idle 1 when the partition has nothing pending and nothing waiting now (the caller checks whether
   the whole crawl is done).
 ]]
@@ -41,7 +42,7 @@
 --!include hosts.lua
 --!include takeReady.lua
 --!include partitionIdle.lua
-local COUNTERS_FROM = 18
+local COUNTERS_FROM = 19
 local partKey, counters, dead, rebuilds = KEYS[1], KEYS[2], KEYS[3], KEYS[9]
 local pendingKeys = {KEYS[5], KEYS[6], KEYS[7]}
 local stageIndex = tonumber(ARGV[2])
@@ -119,7 +120,7 @@ if stageIndex == 1 then
   end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local K = {part = partKey, pendingFetch = KEYS[5], requests = KEYS[8], hosts = KEYS[10], ready = KEYS[11], backlog = KEYS[12], queuePrefix = ARGV[12]}
+  local K = {part = partKey, pendingFetch = KEYS[5], requests = KEYS[8], hosts = KEYS[10], ready = KEYS[11], backlog = KEYS[12], queuePrefix = ARGV[12], crawlId = ARGV[18]}
   taken = takeReady(K, now, tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
 end
 return {1, taken, partitionIdle(partKey, pendingKeys)}

@@ -57,7 +57,7 @@ export interface PartKeys {
    * prefix -> state (lua/includes/urlIndex.lua); the buckets grow in number with the crawl
    */
   urlBucket: string;
-  /** prefix of a host's queue: `<hostQueue><host>` is a list of waiting URLs (fingerprint + request JSON) */
+  /** prefix of a host's queue: `<hostQueue><host>` is a list of waiting URLs, each its fetch request (encodeRequest) */
   hostQueue: string;
   /** hash: host -> its frontier state, packed "i:c:g:n:h:a" (lua/includes/hosts.lua) */
   hosts: string;
@@ -68,9 +68,9 @@ export interface PartKeys {
   /** hash: job id -> JSON dead-letter record */
   dead: string;
   /**
-   * hash: fingerprint -> the fetch request (compact JSON: u url, d depth, x redirects, r referer, m
-   * meta) of a URL taken into the fetch stage or beyond, so the reconciler can rebuild a lost job;
-   * removed when the URL leaves the last stage
+   * hash: fingerprint -> the fetch request (encodeRequest: depth, URL, and the referer, redirects or
+   * link metadata when there are any) of a URL taken into the fetch stage or beyond, so the
+   * reconciler can rebuild a lost job; removed when the URL leaves the last stage
    */
   requests: string;
   /** hash: job id -> when the reconciler first found it pending with no live job behind it (ms) */

@@ -115,7 +115,7 @@ export async function takeFromFrontier(redis: RedisClient, keys: Keys, queues: Q
       let total = 0;
       for (;;) {
         const taken = takenRequests(
-          await runScript<string[]>(redis, 'takeReady', [k.part, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog], [take.window, take.minBatch, take.horizonMs, k.hostQueue]),
+          await runScript<string[]>(redis, 'takeReady', [k.part, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog], [take.window, take.minBatch, take.horizonMs, k.hostQueue, crawl.crawlId]),
         );
         if (taken.length === 0) return total;
         await enqueueFetches(queues, crawl.crawlId, crawl.spider, taken);

@@ -126,6 +126,7 @@ export async function finishJobTaking(
       opt(host?.delayMs),
       opt(host?.startedAt),
       opt(host?.holdUntil),
+      layout.crawlId,
       ...counterArgs,
     ],
   );

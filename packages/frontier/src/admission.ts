@@ -89,18 +89,46 @@ export function frontierTake(window: number, parts = 1, minWindow = 1): Frontier
 }
 
 /**
- * Pure: what the frontier keeps of a URL in flight, to make or rebuild its fetch job (u url, d
- * depth, x redirects, r referer, m a code spider's link metadata).
+ * Pure: what the frontier keeps of a URL, in its host's queue and while it is in flight, to make or
+ * rebuild its fetch job: `<depth> <url>`, then, only when there are any, a line of JSON with the rest
+ * (x redirects, r referer, m a code spider's link metadata). The URL is canonical, so it holds no
+ * space or line break; the take reads it back in Lua to name the job (urlOfRequest in takeReady.lua).
  */
 export function encodeRequest(c: FetchRequest): string {
-  return JSON.stringify({ u: c.url, d: c.depth, ...(c.redirects ? { x: c.redirects } : {}), ...(c.referer ? { r: c.referer } : {}), ...(c.meta ? { m: c.meta } : {}) });
+  const head = `${c.depth} ${c.url}`;
+  const rest = { ...(c.redirects ? { x: c.redirects } : {}), ...(c.referer ? { r: c.referer } : {}), ...(c.meta ? { m: c.meta } : {}) };
+  return Object.keys(rest).length > 0 ? `${head}\n${JSON.stringify(rest)}` : head;
 }
 
-/** Pure: the inverse of encodeRequest; undefined for a value that is not one. */
+/**
+ * Pure: a request as its host's queue keeps it: the URL's `http://<host>` is written `~`, and its
+ * `https://<host>` `^` (the queue is the host's, so it is named once, in the queue's key); the take
+ * writes it out again (expandRequest in takeReady.lua). A URL with a port keeps its full form.
+ */
+export function queuedRequest(request: string, host: string): string {
+  const space = request.indexOf(' ');
+  const url = request.slice(space + 1);
+  for (const [scheme, mark] of [
+    ['http://', '~'],
+    ['https://', '^'],
+  ] as const) {
+    const origin = `${scheme}${host}/`;
+    if (url.startsWith(origin)) return `${request.slice(0, space + 1)}${mark}${url.slice(origin.length - 1)}`;
+  }
+  return request;
+}
+
+/** Pure: the inverse of encodeRequest (and of its JSON form, `{u, d, ...}`); undefined for a value that is not one. */
 export function decodeRequest(text: string | null | undefined): FetchRequest | undefined {
   if (!text) return undefined;
   try {
-    const r = JSON.parse(text) as { u?: unknown; d?: unknown; x?: unknown; r?: unknown; m?: unknown };
+    let r: { u?: unknown; d?: unknown; x?: unknown; r?: unknown; m?: unknown };
+    if (text.startsWith('{')) r = JSON.parse(text);
+    else {
+      const m = /^(\d+) (\S+)(?:\n(.*))?$/s.exec(text);
+      if (!m) return undefined;
+      r = { ...(m[3] ? JSON.parse(m[3]) : {}), d: Number(m[1]), u: m[2] };
+    }
     if (typeof r.u !== 'string' || typeof r.d !== 'number') return undefined;
     const meta = typeof r.m === 'object' && r.m !== null && !Array.isArray(r.m) ? { meta: r.m as Record<string, unknown> } : {};
     return { url: r.u, depth: r.d, ...(typeof r.x === 'number' ? { redirects: r.x } : {}), ...(typeof r.r === 'string' ? { referer: r.r } : {}), ...meta };
@@ -109,7 +137,7 @@ export function decodeRequest(text: string | null | undefined): FetchRequest | u
   }
 }
 
-/** Pure: the flat {job id, request JSON, wait ms, ...} list a script returns, as requests to enqueue. */
+/** Pure: the flat {job id, request, wait ms, ...} list a script returns, as requests to enqueue. */
 export function takenRequests(flat: readonly string[]): TakenRequest[] {
   const out: TakenRequest[] = [];
   for (let i = 0; i + 2 < flat.length; i += 3) {
@@ -119,8 +147,24 @@ export function takenRequests(flat: readonly string[]): TakenRequest[] {
   return out;
 }
 
-/** Pure: a URL's host, as the frontier keys its queues and partitions (the URL's hostname). */
+/** A host as a canonical URL spells it: a lowercase name or address, or an IPv6 address in brackets. */
+const PLAIN_HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])$/;
+
+/**
+ * Pure: a URL's host, as the frontier keys its queues and partitions (the URL's hostname). A
+ * canonical URL (the frontier's) is read without a parse: `scheme://host[:port]/...`; anything else
+ * goes through the WHATWG parser, which gives the same answer for a canonical URL.
+ */
 export function hostOfUrl(url: string): string {
+  const from = url.indexOf('://') + 3;
+  if (from > 2) {
+    let end = from;
+    while (end < url.length && !'/?#'.includes(url[end]!)) end++;
+    const authority = url.slice(from, end);
+    // A user-info part, or a port after an IPv6 address, is left to the parser.
+    const host = authority.startsWith('[') ? authority.slice(0, authority.indexOf(']') + 1) : authority.split(':', 1)[0]!;
+    if (!authority.includes('@') && PLAIN_HOST.test(host)) return host;
+  }
   try {
     return new URL(url).hostname;
   } catch {
@@ -150,7 +194,7 @@ export async function admitToPartition(redis: RedisClient, k: PartKeys, crawlId:
     if (list) list.push(c);
     else byHost.set(host, [c]);
   }
-  const args: (string | number)[] = [policy.maxPages ?? 0, policy.maxPagesPerHost ?? 0, take.window, take.minBatch, take.horizonMs, k.urlBucket, k.hostQueue];
+  const args: (string | number)[] = [policy.maxPages ?? 0, policy.maxPagesPerHost ?? 0, take.window, take.minBatch, take.horizonMs, k.urlBucket, k.hostQueue, crawlId];
   const order: { c: Candidate; id: string }[] = [];
   for (const [host, list] of byHost) {
     const limits = policy.hostLimits(host);
@@ -158,7 +202,7 @@ export async function admitToPartition(redis: RedisClient, k: PartKeys, crawlId:
     for (const c of list) {
       const fp = urlFingerprint(crawlId, c.url);
       order.push({ c, id: jobId('fetch', fp) });
-      args.push(fp, c.verdict === 'admit' ? `a${encodeRequest(c)}` : VERDICT_CODE[c.verdict]);
+      args.push(fp, c.verdict === 'admit' ? `a${queuedRequest(encodeRequest(c), host)}` : VERDICT_CODE[c.verdict]);
     }
   }
   const [codes, skipped, taken] = await runScript<[number[], number, string[]]>(redis, 'admitUrls', [k.part, k.counters, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog], args);

@@ -12,11 +12,13 @@ export function canonicalizeUrl(href: string, base?: string): string | undefined
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
   // WHATWG URL already lower-cases scheme and host, drops default ports and resolves dot segments.
-  url.hash = '';
-  url.username = '';
-  url.password = '';
-  if (url.pathname === '') url.pathname = '/';
-  url.pathname = url.pathname.replace(/\/{2,}/g, '/');
+  // Each setter re-serialises the URL, so only what is there is cleared (most links have none of it).
+  if (url.hash) url.hash = '';
+  if (url.username) url.username = '';
+  if (url.password) url.password = '';
+  const path = url.pathname;
+  if (path === '') url.pathname = '/';
+  else if (path.includes('//')) url.pathname = path.replace(/\/{2,}/g, '/');
   // An empty query ("/?") is the same resource as none; URL keeps the "?" in href, so drop it here.
   return url.search === '' && url.href.endsWith('?') ? url.href.slice(0, -1) : url.href;
 }

@@ -1,6 +1,7 @@
 -- A partition's hosts, the frontier's unit of fairness (Mercator's back queues). Each host has:
--- - a queue of waiting URLs, the list `<queuePrefix><host>`: fingerprint (32 hex digits) then the
---   fetch request's JSON, oldest first;
+-- - a queue of waiting URLs, the list `<queuePrefix><host>`: each URL's fetch request
+--   (`<depth> <url>`, and a line of JSON with the rest when there is any; `http://<host>` written
+--   `~`, `https://<host>` `^`), oldest first;
 -- - a state in the `hosts` hash, packed "i:c:g:n:h:a": i its URLs in the fetch stage now (pending
 --   fetch jobs), c its concurrency (concurrencyPerHost), g its delay between starts (ms, the
 --   spider's, raised by robots.txt's Crawl-delay and AutoThrottle as fetchers report them), n when

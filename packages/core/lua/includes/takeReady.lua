@@ -6,9 +6,23 @@
 -- timer, and a fetcher rarely has to park a job for its host. Its fetch request moves to `requests`
 -- (for the reconciler) and its job id into the fetch stage's pending set.
 --
--- K: part, pendingFetch, requests, hosts, ready, backlog, queuePrefix.
--- Returns {job id, request JSON, wait ms, ...} for the caller to add to the fetch queue. A caller
--- that dies before adding them leaves pending ids with no job, which the reconciler rebuilds.
+-- K: part, pendingFetch, requests, hosts, ready, backlog, queuePrefix, crawlId.
+-- Returns {job id, request, wait ms, ...} for the caller to add to the fetch queue. A caller that
+-- dies before adding them leaves pending ids with no job, which the reconciler rebuilds.
+
+-- A request as its host's queue keeps it (queuedRequest: `~` for `http://<host>`, `^` for
+-- `https://<host>`), written out in full.
+local function expandRequest(request, host)
+  local depth, mark, rest = string.match(request, '^(%d+) ([~^])(.*)$')
+  if not depth then return request end
+  return depth .. ' ' .. (mark == '~' and 'http://' or 'https://') .. host .. rest
+end
+
+-- The URL of a fetch request (encodeRequest: `<depth> <url>`, maybe a line of JSON after it).
+local function urlOfRequest(request)
+  return string.match(request, '^%d+ ([^\n]+)')
+end
+
 local function takeReady(K, now, window, minBatch, horizon)
   if window <= 0 or redis.call('HGET', K.part, 'state') ~= 'running' then return {} end
   local room = window - redis.call('SCARD', K.pendingFetch)
@@ -32,8 +46,10 @@ local function takeReady(K, now, window, minBatch, horizon)
       end
       if #turns > 0 then
         local entries = redis.call('LPOP', queueKey, #turns)
-        for j, entry in ipairs(entries) do
-          local fp, request = string.sub(entry, 1, 32), string.sub(entry, 33)
+        for j, queued in ipairs(entries) do
+          local request = expandRequest(queued, host)
+          -- A URL's fingerprint: sha1 of the crawl id and the URL, as urlFingerprint computes it.
+          local fp = string.sub(redis.sha1hex(K.crawlId .. '\n' .. urlOfRequest(request)), 1, 32)
           ids[#ids + 1] = 'f' .. fp
           requests[#requests + 1] = fp
           requests[#requests + 1] = request

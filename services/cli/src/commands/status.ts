@@ -19,8 +19,17 @@ export function formatStatus(s: CrawlStatus | FullStatus): string {
     `  ${q('fetch')}`,
     `  ${q('parse')}`,
     `  ${q('write')}`,
+    ...formatHosts(s.hosts),
     ...('proxies' in s ? [formatProxies(s.proxies)] : []),
   ].join('\n');
+}
+
+/** Pure: the hosts with the most URLs waiting, a line each: the hosts that hold a crawl's end back. */
+export function formatHosts(hosts: CrawlStatus['hosts']): string[] {
+  if (hosts.length === 0) return [];
+  const turn = (h: CrawlStatus['hosts'][number]) =>
+    h.nextTurnInMs === null ? `at its concurrency (${h.concurrency})` : h.nextTurnInMs === 0 ? 'its turn now' : `next turn in ${(h.nextTurnInMs / 1000).toFixed(1)} s`;
+  return ['  hosts with the most URLs waiting:', ...hosts.map((h) => `    ${h.host}: ${h.waiting} waiting, ${h.inFlight} in flight, ${turn(h)}${h.delayMs ? `, ${h.delayMs} ms apart` : ''}`)];
 }
 
 export async function statusCommand(options: { crawlId?: string; json?: boolean; redis?: string }): Promise<number> {
