@@ -101,9 +101,9 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
     const hostile = await startPoliteSite({ pages: 8, behave: (_req, res, { path, headers }) => path.startsWith('/p/') && captcha(res, headers) });
     try {
       const retry = { attempts: 2 };
-      const pickyOut = await crawl('picky', politeSpider('picky', ['127.0.0.1'], picky.port, { retry, proxies: { strategy: 'round_robin' } }));
-      const hostileOut = await crawl('hostile', politeSpider('hostile', ['127.0.0.1'], hostile.port, { retry, proxies: { strategy: 'round_robin' } }));
-      const p = await finish('picky', pickyOut);
+      // One crawl at a time: two crawls taking turns on a shared round robin can fall into step, so
+      // that one of them never lands on a given proxy (seen once in CI: no page of picky's went through 127.0.0.2).
+      const p = await finish('picky', await crawl('picky', politeSpider('picky', ['127.0.0.1'], picky.port, { retry, proxies: { strategy: 'round_robin' } })));
       expect(p.items.map((i) => i.title).sort()).toEqual(Array.from({ length: 30 }, (_, i) => `127.0.0.1 p ${i + 1}`).sort());
       expect(p.dead).toEqual([]);
       const blockedThere = picky.requests.filter((r) => r.path.startsWith('/p/') && r.remote === '127.0.0.2');
@@ -113,7 +113,7 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
       for (const r of blockedThere)
         expect(picky.requests.filter((x) => x.path === r.path).map((x) => x.remote)).toEqual(expect.arrayContaining(['127.0.0.2', expect.not.stringMatching(/^127\.0\.0\.2$/)]));
 
-      const h = await finish('hostile', hostileOut);
+      const h = await finish('hostile', await crawl('hostile', politeSpider('hostile', ['127.0.0.1'], hostile.port, { retry, proxies: { strategy: 'round_robin' } })));
       expect(h.items).toEqual([]);
       expect(h.dead.map((d) => d.url).sort()).toEqual(Array.from({ length: 8 }, (_, i) => `http://127.0.0.1:${hostile.port}/p/${i + 1}.html`).sort());
       expect(h.dead.every((d) => d.code === 'ERR_BLOCKED' && d.reason === 'blocked: the page says "captcha"' && d.attempts === 3)).toBe(true);

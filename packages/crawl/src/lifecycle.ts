@@ -99,11 +99,27 @@ export async function finishJobTaking(
   url: string,
   input: FinishInput = {},
 ): Promise<{ outcome: FinishOutcome; taken: TakenRequest[] }> {
-  const k = partKeysOfUrl(keys, layout, url);
+  return finishInPartition(redis, keys, layout, partKeysOfUrl(keys, layout, url), stage, id, stage === 'fetch' ? hostOfUrl(url) : '', input);
+}
+
+/**
+ * finishJob in a partition given by its keys: for a job whose URL is lost (the reconciler's), the
+ * partition its id is pending in. `host`: a fetch job's URL's host, whose turn goes back ('' for none).
+ */
+export async function finishInPartition(
+  redis: RedisClient,
+  keys: Keys,
+  layout: CrawlLayout,
+  k: PartKeys,
+  stage: Stage,
+  id: string,
+  host: string,
+  input: FinishInput = {},
+): Promise<{ outcome: FinishOutcome; taken: TakenRequest[] }> {
   const counterArgs: (string | number)[] = [];
   for (const [name, n] of Object.entries(input.counters ?? {})) if (n) counterArgs.push(name, n);
   if (input.dead) counterArgs.push(`dead.${stage}`, 1);
-  const host = input.host;
+  const report = input.host;
   const [result, taken, idle] = await runScript<[number, string[], number]>(
     redis,
     'finishJob',
@@ -121,11 +137,11 @@ export async function finishJobTaking(
       input.handedOver ?? '',
       k.urlBucket,
       k.hostQueue,
-      stage === 'fetch' ? hostOfUrl(url) : '',
-      opt(host?.concurrency),
-      opt(host?.delayMs),
-      opt(host?.startedAt),
-      opt(host?.holdUntil),
+      host,
+      opt(report?.concurrency),
+      opt(report?.delayMs),
+      opt(report?.startedAt),
+      opt(report?.holdUntil),
       layout.crawlId,
       ...counterArgs,
     ],

@@ -1,8 +1,8 @@
 import { STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Logger, type PartKeys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
 import { decodeRequest, hostOfUrl } from '@crawlfleet/frontier';
-import { deadLetterData, finishJob, type DeadLetter } from './lifecycle.js';
+import { deadLetterData, finishInPartition, finishJob, type DeadLetter } from './lifecycle.js';
 import { fetchJobData, fetchJobOptions } from './fetch-jobs.js';
-import { allPartKeys, partOfUrl as partitionOf, type CrawlLayout } from './layout.js';
+import { allPartKeys, type CrawlLayout } from './layout.js';
 import type { CrawlRecord } from './registry.js';
 
 /**
@@ -166,7 +166,7 @@ async function rebuild(redis: RedisClient, keys: Keys, queues: Queues, crawl: Cr
   if (verdict === 0) return true;
   if (verdict === -1 || !request) {
     const reason = request ? `its jobs were lost ${maxRebuilds} times (removed by hand, or lost with Redis)` : 'its job was lost and the URL it was for is not known';
-    await finishJobOfPartition(redis, keys, crawl, k, stage, id, request?.url, {
+    await finishInPartition(redis, keys, crawl, k, stage, id, request && stage === 'fetch' ? hostOfUrl(request.url) : '', {
       counters: { failed: 1 },
       dead: {
         url: request?.url ?? '',
@@ -190,32 +190,6 @@ async function rebuild(redis: RedisClient, keys: Keys, queues: Queues, crawl: Cr
   await redis.hincrby(k.counters, 'reconciled', 1);
   options.log?.warn({ crawlId: crawl.crawlId, stage, jobId: id, url: request.url }, 'reconciler: a pending job had no live job behind it; its URL is fetched again');
   return true;
-}
-
-/**
- * finishJob for a job whose partition is known but whose URL may not be (a lost job without its
- * request): the URL picks the partition, so one of that partition's is made up when there is none.
- */
-async function finishJobOfPartition(
-  redis: RedisClient,
-  keys: Keys,
-  layout: CrawlLayout,
-  k: PartKeys,
-  stage: Stage,
-  id: string,
-  url: string | undefined,
-  input: Parameters<typeof finishJob>[6],
-): Promise<void> {
-  const index = allPartKeys(keys, layout).findIndex((p) => p.part === k.part);
-  await finishJob(redis, keys, layout, stage, id, url ?? urlOfPartition(layout, index), input);
-}
-
-/** A URL whose host falls in partition `part` (found by trying host names): for jobs that lost theirs. */
-export function urlOfPartition(layout: CrawlLayout, part: number): string {
-  for (let i = 0; ; i++) {
-    const url = `http://lost-${i}.invalid/`;
-    if (layout.parts <= 1 || partitionOf(layout, url) === part) return url;
-  }
 }
 
 /** Dead-letters a job BullMQ failed without our processor finishing it (a stall, a crash before the handler). */
@@ -246,16 +220,10 @@ export async function deadLetterFailed(
     at: new Date().toISOString(),
     ...(job ? { data: deadLetterData(stage, job.data) } : {}),
   };
-  const partUrl =
-    url ??
-    (part
-      ? urlOfPartition(
-          layout,
-          allPartKeys(keys, layout).findIndex((k) => k.part === part.part),
-        )
-      : undefined);
-  if (!partUrl) return 'already';
-  return finishJob(redis, keys, layout, stage, id, partUrl, { counters: { failed: 1 }, dead });
+  const input = { counters: { failed: 1 }, dead };
+  if (url) return finishJob(redis, keys, layout, stage, id, url, input);
+  if (!part) return 'already';
+  return (await finishInPartition(redis, keys, layout, part, stage, id, '', input)).outcome;
 }
 
 async function findRequest(redis: RedisClient, keys: Keys, layout: CrawlLayout, fp: string) {
