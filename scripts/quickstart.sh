@@ -21,6 +21,9 @@ site_url="$(head -n1 "$run_dir/site.url")"
 echo "example site: $site_url (a copy of books.toscrape.com)" >&2
 sed "s#http://127.0.0.1:8080#$site_url#g; s#127.0.0.1:8080#${site_url#http://}#g" examples/books.json > "$run_dir/books.json"
 
+# Every run is a new crawl: the ones that finished longer than CRAWL_RETENTION ago (7 days unless
+# set) leave this Redis now, but for the summary `bin/crawlfleet status` shows.
+bin/crawlfleet gc --quiet >&2
 crawl_id="books-$(date -u +%Y-%m-%dT%H-%M-%SZ)"
 bin/crawlfleet crawl "$run_dir/books.json" --crawl-id "$crawl_id" --out "data/$crawl_id/items.jsonl" "$@"
 echo "items: $root/data/$crawl_id/items.jsonl ($(wc -l < "data/$crawl_id/items.jsonl") lines)" >&2

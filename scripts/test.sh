@@ -23,7 +23,17 @@ ensure_kustomize
 prepare_private_run "$root"
 npm run --silent check
 npm run --silent typecheck
-node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand --forceExit "$@"
-# The chaos suite's short form (about 2-4 minutes; `npm run test:chaos` is the full form), after the
-# whole jest run only: a run of chosen test files skips it.
-if [ $# -eq 0 ]; then node test/chaos/run.mjs --short; fi
+# The jest projects, then the chaos suite's short form (about 2-4 minutes; `npm run test:chaos` is
+# the full form) after a whole jest run only (a run of chosen test files skips it). The chaos suite
+# runs even when a jest test failed, so that one run reports both; each prints the time it took.
+started=$SECONDS
+jest_status=0
+node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand --forceExit "$@" || jest_status=$?
+echo "jest: exit $jest_status after $((SECONDS - started)) s" >&2
+chaos_status=0
+if [ $# -eq 0 ]; then
+  started=$SECONDS
+  node test/chaos/run.mjs --short || chaos_status=$?
+  echo "chaos (short): exit $chaos_status after $((SECONDS - started)) s" >&2
+fi
+[ "$jest_status" -eq 0 ] && [ "$chaos_status" -eq 0 ]

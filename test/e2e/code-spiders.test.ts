@@ -172,7 +172,7 @@ describe('code spiders', () => {
     const site = await startMembersSite({ pages: 20, auth: false });
     const prefix = uniquePrefix('code-version');
     const dir = tempDir('code-version');
-    const env = testEnv(prefix);
+    const env = testEnv(prefix, { SPIDER_DEPLOY_WAIT_MS: '0' });
     const workers: ReturnType<typeof spawnCli>[] = [];
     try {
       const spider = spiderCopy('test/fixtures/spiders/failing.ts', site.url, dir, 'versioned.ts');

@@ -3,9 +3,8 @@ import { Redis } from 'ioredis';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Keys, jobId, loadEnv, urlFingerprint, validateSpider } from '@crawlfleet/core';
 import { admitToPartition } from '@crawlfleet/frontier';
-import { admissionPolicy, crawlTake, getDeadLetters, getStatus } from '@crawlfleet/crawl';
+import { admissionPolicy, admitAndEnqueue, crawlTake, getDeadLetters, getStatus, registerCrawl, whileInjecting } from '@crawlfleet/crawl';
 import { createFleetContext } from '@crawlfleet/runtime';
-import { seedCrawl } from '@crawlfleet/seeder';
 import { chainSpider, startChainSite } from '../fixtures/chain-site.mjs';
 import { REDIS_URL, deadLetters, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
 
@@ -164,7 +163,7 @@ describe('every pending job ends', () => {
       await stopFleet(fleet);
       await site.close();
     }
-  }, 200_000);
+  }, 400_000);
 
   test('a fetch job that runs again after its parse and write finished (its fetcher died before recording its end) does not parse, count or write the page twice', async () => {
     const site = await startChainSite({ pages: 5 });
@@ -258,36 +257,48 @@ describe('every pending job ends', () => {
     }
   });
 
-  test('seeding holds the crawl open: workers that finish the first 1,000 seeds before the rest are admitted do not end the crawl', async () => {
+  test("an open seeding run holds the crawl open while the workers finish all it admitted so far, though the seeder's clock is 2 minutes behind the fleet's", async () => {
     const site = await startChainSite({ pages: 1 });
     const { env, dir } = setup('seeding');
     const fleet: Fleet = [];
     const ctx = await createFleetContext({ env: loadEnv(env), name: 'seed-test' });
+    const written = async () => (await getStatus(ctx.redis, ctx.keys, 'seeding'))?.counters.written;
     try {
       startFleet(env, fleet);
-      const urls = Array.from({ length: 1010 }, (_, i) => `${site.url}/extra/${i + 1}.html`);
-      // Between the first thousand and the rest, the seeder is slow (a big URL file, a slow Redis):
-      // it waits until the workers have finished everything it enqueued so far.
-      const addBulk = ctx.queues.fetch.addBulk.bind(ctx.queues.fetch);
-      let calls = 0;
-      ctx.queues.fetch.addBulk = async (jobs) => {
-        const added = await addBulk(jobs);
-        if (++calls === 1) {
-          const written = async () => (await getStatus(ctx.redis, ctx.keys, 'seeding'))?.counters.written;
-          for (let i = 0; i < 600 && (await written()) !== jobs.length; i++) await new Promise((r) => setTimeout(r, 100));
+      const spider = validateSpider({ ...chainSpider(site.url), startUrls: [] }, 'test spider');
+      const { layout } = await registerCrawl(ctx.redis, ctx.keys, 'seeding', spider, { kind: 'jsonl', path: join(dir, 'items.jsonl') });
+      const admit = (from: number) =>
+        admitAndEnqueue(
+          ctx.redis,
+          ctx.keys,
+          ctx.queues,
+          { ...layout, spider },
+          Array.from({ length: 5 }, (_, i) => ({ url: `${site.url}/extra/${from + i}.html`, depth: 0, verdict: 'admit' as const })),
+          { take: crawlTake(ctx.env.frontierWindow, layout, spider) },
+        );
+      // The seeder's machine is 2 minutes behind the workers' (whose reconciler runs every 500 ms):
+      // a lease on its own clock would look lapsed to them at once.
+      const realNow = Date.now.bind(Date);
+      Date.now = () => realNow() - 120_000;
+      try {
+        await whileInjecting(ctx.redis, ctx.keys, layout, 'seed:skewed', async () => {
+          await admit(1);
+          // Between two batches the seeder is slow (a big URL file): the workers finish everything
+          // it admitted so far, and the reconciler looks at the crawl several times meanwhile.
+          for (let i = 0; i < 600 && (await written()) !== 5; i++) await new Promise((r) => setTimeout(r, 100));
+          await new Promise((r) => setTimeout(r, 3000));
           expect(await ctx.redis.hget(ctx.keys.crawl('seeding').meta, 'state')).toBe('running');
-        }
-        return added;
-      };
-      const spider = { ...chainSpider(site.url), startUrls: [] };
-      await seedCrawl(ctx, { spider: validateSpider(spider, 'test spider'), crawlId: 'seeding', sink: () => ({ kind: 'jsonl', path: join(dir, 'items.jsonl') }), urls });
-      expect(calls).toBeGreaterThanOrEqual(1);
+          await admit(6);
+        });
+      } finally {
+        Date.now = realNow;
+      }
       await waitDone(env, 'seeding', 120, fleet);
-      expect((await statusOf(env, 'seeding')).counters).toMatchObject({ seen: 1010, fetched: 1010, written: 1010 });
+      expect((await statusOf(env, 'seeding')).counters).toMatchObject({ seen: 10, fetched: 10, written: 10 });
     } finally {
       await stopFleet(fleet);
       await ctx.close();
       await site.close();
     }
-  }, 200_000);
+  }, 400_000);
 });

@@ -6,7 +6,8 @@ import { dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, 
 
 // Issue #18: each host of a crawl waits only for its own politeness. One crawl: a slow host whose
 // URLs are seeded first, more of them than the fetch window holds, then a fast host's 300. The fast
-// host must be done within 30 s of the seed, while the slow host goes on at its own pace; the same
+// host must be done while the slow host has made only a few of its 250 requests (one a second),
+// however fast the machine, and the slow host goes on at its own pace; the same
 // when the slow host is slow by robots.txt's Crawl-delay, or answers 503 with Retry-After. (Before
 // the per-host frontier, the window filled with the slow host's parked jobs and the fast host got
 // none of its pages for minutes.)
@@ -74,7 +75,7 @@ describe('fairness: a slow host whose URLs come first delays no other host (issu
   });
 
   test.each<Slowness>(['delay', 'crawl-delay', 'retry-after'])(
-    'the slow host slow by %s: the fast host is done within 30 s, the slow one goes on alone',
+    'the slow host slow by %s: the fast host is done while the slow one has made a few of its requests, and it goes on alone',
     async (slowness) => {
       const site = await startFairSite(slowness);
       const crawlId = `fair-${slowness}`;
@@ -88,28 +89,34 @@ describe('fairness: a slow host whose URLs come first delays no other host (issu
         });
         expect(seeded.code).toBe(0);
         const fastPages = () => site.requests.filter((r) => r.host === FAST && r.path.startsWith('/p/') && r.status === 200);
-        await waitFor(() => fastPages().length >= FAST_URLS, 30_000 - (Date.now() - started), `the fast host's ${FAST_URLS} pages`);
-        const doneAfter = Math.max(...fastPages().map((r) => r.endAt ?? 0)) - started;
+        await waitFor(() => fastPages().length >= FAST_URLS, 180_000, `the fast host's ${FAST_URLS} pages`);
+        const doneAt = Math.max(...fastPages().map((r) => r.endAt ?? 0));
         const slowPages = () => site.requests.filter((r) => r.host === SLOW && r.path.startsWith('/p/'));
-        process.stderr.write(`fairness (${slowness}): the fast host's ${FAST_URLS} pages done ${doneAfter} ms after the seed; the slow host had ${slowPages().length} requests by then\n`);
-        expect(doneAfter).toBeLessThan(30_000);
+        const slowByThen = slowPages().filter((r) => r.at <= doneAt).length;
+        process.stderr.write(`fairness (${slowness}): the fast host's ${FAST_URLS} pages done ${doneAt - started} ms after the seed; the slow host had ${slowByThen} requests by then\n`);
+        // Behind the slow host's queue the fast host would wait for all 250 (about 4 minutes).
+        expect(slowByThen).toBeLessThanOrEqual(40);
         expect(fastPages()).toHaveLength(FAST_URLS);
-        // The slow host goes on at its own pace: one request at a time, a second apart (or 2 s, held by Retry-After).
-        await waitFor(() => slowPages().length >= 3, 20_000, 'three requests on the slow host');
+        // The slow host goes on at its own pace: one request at a time, a second apart (or 2 s, held
+        // by Retry-After). The site sees each start a moment after its grant, so on a loaded machine
+        // two starts may look closer than their grants were: the median gap is the pace.
+        await waitFor(() => slowPages().length >= 5, 60_000, 'five requests on the slow host');
         const slow = hostStats(slowPages(), SLOW);
+        const pace = slowness === 'retry-after' ? 2000 : 1000;
         expect(slow.maxConcurrent).toBe(1);
-        expect(slow.minGapMs).toBeGreaterThanOrEqual(slowness === 'retry-after' ? 1900 : 950);
+        expect(slow.medianGapMs).toBeGreaterThanOrEqual(pace - 50);
+        expect(slow.minGapMs).toBeGreaterThanOrEqual(pace * 0.6);
         // status lists the slow host first among those waiting, with its URLs still to come.
         const status = JSON.parse((await runCli(['status', '--crawl-id', crawlId, '--json'], { env })).stdout);
         expect(status.state).toBe('running');
         expect(status.hosts[0]).toMatchObject({ host: SLOW, concurrency: 1 });
-        expect(status.hosts[0].waiting).toBeGreaterThan(SLOW_URLS - 40);
+        expect(status.hosts[0].waiting).toBeGreaterThan(SLOW_URLS - 60);
         expect(status.hosts.map((h: { host: string }) => h.host)).not.toContain(FAST);
       } finally {
         expect((await runCli(['cancel', '--crawl-id', crawlId], { env })).code).toBe(0);
         await site.close();
       }
     },
-    60_000,
+    300_000,
   );
 });

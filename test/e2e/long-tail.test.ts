@@ -43,7 +43,9 @@ describe('the long tail: 200 hosts, 30 pages each, one request per host every 2 
       medians.push(stats.medianGapMs);
     }
     expect(Math.min(...medians)).toBeGreaterThanOrEqual(DELAY_MS);
-    expect(smallestGap).toBeGreaterThanOrEqual(DELAY_MS - 250);
+    // A loaded machine (the CI run beside other work) was seen to show 1,441 ms between two grants
+    // 2,040 ms apart; two requests at once, or a host asked twice in a turn, would show near 0.
+    expect(smallestGap).toBeGreaterThanOrEqual(DELAY_MS * 0.6);
     return smallestGap;
   }
 
@@ -76,7 +78,7 @@ describe('the long tail: 200 hosts, 30 pages each, one request per host every 2 
     );
     expect(status.counters).toMatchObject({ fetched: HOSTS.length * PAGES, written: HOSTS.length * PAGES, failed: 0 });
     expect(seconds).toBeLessThanOrEqual(IDEAL_S * 1.5);
-  }, 220_000);
+  }, 440_000);
 
   test('as a fleet of separate processes, the frontier in 4 partitions: at most 1.5 times the ideal', async () => {
     const prefix = uniquePrefix('tail-np');
@@ -100,5 +102,5 @@ describe('the long tail: 200 hosts, 30 pages each, one request per host every 2 
       for (const w of workers) w.kill('SIGTERM');
       for (const w of workers) expect((await resultWithin(w, 30_000, 'a worker')).code).toBe(0);
     }
-  }, 260_000);
+  }, 520_000);
 });

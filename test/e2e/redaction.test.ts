@@ -7,7 +7,8 @@ import { Keys } from '@crawlfleet/core';
 import { getDeadLetters } from '@crawlfleet/crawl';
 import { politeSpider, startPoliteSite } from '../fixtures/polite-site.mjs';
 import { startAuthProxy, type AuthProxy } from '../helpers/auth-proxy.js';
-import { resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson, type CliResult } from '../helpers/cli.js';
+import { startServer } from '../fixtures/http-server.mjs';
+import { REDIS_URL, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson, type CliResult } from '../helpers/cli.js';
 import { startMongo, type MongoServer } from '../helpers/mongo.js';
 import { freePort, waitForPort } from '../helpers/ports.js';
 
@@ -45,11 +46,11 @@ async function startPrivateRedis(password: string): Promise<{ port: number; stop
 }
 
 /** Every key of the database and its value, read by type (DUMP compresses, so it is read as well). */
-async function dumpRedis(redis: Redis): Promise<string> {
+async function dumpRedis(redis: Redis, match = '*'): Promise<string> {
   const parts: string[] = [];
   let cursor = '0';
   do {
-    const [next, keys] = await redis.scan(cursor, 'COUNT', 1000);
+    const [next, keys] = await redis.scan(cursor, 'MATCH', match, 'COUNT', 1000);
     cursor = next;
     for (const key of keys) {
       const type = await redis.type(key);
@@ -218,6 +219,28 @@ describe('credentials with @, : and / never leave the process that was given the
     expect(leaks('the raw Redis URL itself', urls.redisRaw)).not.toEqual([]);
   });
 
+  test('a password or token in the query (redis://h/0?password=…, ?access_token=…) is hidden as well: error lines, and a Redis that wants the password', async () => {
+    const QUERY_PW = 'Kx9query-pw-in-url';
+    const TOKEN = 'Kx9token-in-query';
+    const closedPort = await freePort();
+    const env = testEnv(prefix, { REDIS_URL: 'redis://127.0.0.1:1' });
+    const unreachable = await runCli(['status', '--redis', `redis://127.0.0.1:${closedPort}/0?password=${QUERY_PW}`], { env });
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).toContain(`crawlfleet: cannot reach Redis at redis://127.0.0.1:${closedPort}/0?password=***: `);
+    // ioredis takes the password from the query: the right one works, a wrong one is refused
+    const right = await runCli(['status', '--json', '--redis', `redis://127.0.0.1:${redisServer.port}/0?password=${encodeURIComponent(REDIS_PW)}`], { env: { ...env, LOG_LEVEL: 'debug' } });
+    expect(right.code).toBe(0);
+    const wrong = await runCli(['status', '--redis', `redis://127.0.0.1:${redisServer.port}/0?db=0&password=${QUERY_PW}`], { env });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain(`cannot reach Redis at redis://127.0.0.1:${redisServer.port}/0?db=0&password=***: WRONGPASS`);
+    const sitemap = await runCli(['seed', writeJson(dir, 'smq.json', politeSpider('smq', ['127.0.0.1'], site.port)), '--sitemap', `http://127.0.0.1:${closedPort}/sitemap.xml?access_token=${TOKEN}`], {
+      env: { ...env, REDIS_URL: urls.redisEncoded },
+    });
+    expect(sitemap.code).not.toBe(0);
+    const all = [unreachable, right, wrong, sitemap].map((r) => r.stdout + r.stderr);
+    expect(all.filter((text) => text.includes(QUERY_PW) || text.includes(TOKEN) || leaks('', text).length > 0)).toEqual([]);
+  });
+
   test("the CLI's error line shows a failed URL without its password", async () => {
     const closedPort = await freePort();
     const env = testEnv(prefix, { REDIS_URL: 'redis://127.0.0.1:1' });
@@ -244,5 +267,84 @@ describe('credentials with @, : and / never leave the process that was given the
     const all = [unreachable, encoded, wrong, sitemap, usage];
     expect(all.flatMap((r, i) => leaks(`run ${i}`, r.stdout + r.stderr))).toEqual([]);
     expect(all.flatMap((r, i) => (/cannot reach Redis at redis:\/\/\*\*\*:\*\*\*@127\.0\.0\.1|^crawlfleet: |redis:\/\/\*\*\*:\*\*\*@h/m.test(r.stderr) ? [] : [`run ${i}: ${r.stderr}`]))).toEqual([]);
+  });
+});
+
+describe("a code spider's parse jobs carry no Set-Cookie or other credential header (Bull Board shows them)", () => {
+  const COOKIE = 'Kx9cookie-session-secret';
+  const TOKEN = 'Kx9response-token-secret';
+  const prefix = uniquePrefix('headers');
+  const dir = tempDir('headers');
+  afterAll(() => dropPrefix(prefix));
+
+  test('the parse hook reads the other headers; the failed parse job in Bull Board and every Redis key hold neither secret', async () => {
+    const site = await startServer((req, res) => {
+      const headers = { 'content-type': 'text/html', 'set-cookie': [`sid=${COOKIE}; HttpOnly`, 'theme=dark'], 'x-auth-token': TOKEN, 'x-record-source': 'cookie-site' };
+      if (req.url === '/') return void res.writeHead(200, headers).end(`<html><body>${[1, 2, 3, 4].map((n) => `<a href="/p/${n}.html">${n}</a>`).join('')}</body></html>`);
+      const m = /^\/p\/(\d)\.html$/.exec(req.url ?? '');
+      if (m) return void res.writeHead(200, headers).end(`<html><body><h1>page ${m[1]}</h1></body></html>`);
+      res.writeHead(404).end();
+    });
+    const spider = join(dir, 'cookies.ts');
+    writeFileSync(
+      spider,
+      `import { defineSpider } from '@crawlfleet/sdk';
+export default defineSpider({
+  name: 'cookies',
+  startUrls: ['${site.url}/'],
+  allowPrivateAddresses: true,
+  obeyRobotsTxt: false,
+  follow: [{ css: 'a' }],
+  itemKeys: { page: 'n' },
+  parse(page) {
+    const m = /\\/p\\/(\\d)\\.html$/.exec(page.url);
+    if (!m) return;
+    if (m[1] === '3') throw new Error('page 3 fails on purpose');
+    return { items: [{ type: 'page', n: Number(m[1]), source: page.headers['x-record-source'], headerNames: Object.keys(page.headers).sort().join(' ') }] };
+  },
+});
+`,
+    );
+    const env = testEnv(prefix);
+    try {
+      const out = join(dir, 'items.jsonl');
+      const run = await runCli(['crawl', spider, '--crawl-id', 'cookies', '--out', out, '--json', '--quiet'], { env, cwd: dir });
+      expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr.slice(-2000) }).toEqual({ code: 0, stderr: '' });
+      // The hook still reads the response's other headers.
+      const items = readJsonl(out).sort((a, b) => Number(a.n) - Number(b.n));
+      expect(items.map((i) => [i.n, i.source])).toEqual([
+        [1, 'cookie-site'],
+        [2, 'cookie-site'],
+        [4, 'cookie-site'],
+      ]);
+      for (const i of items) expect(String(i.headerNames).split(' ')).toEqual(expect.arrayContaining(['content-type', 'x-record-source']));
+
+      // What Bull Board shows of the failed parse job (read-only mode shows it too), and all of Redis.
+      const port = await freePort();
+      const dashboard = spawnCli(['dashboard', '--port', String(port), '--read-only'], { env });
+      let shown = '';
+      try {
+        await waitForPort(port, 30_000, 'dashboard');
+        shown = await (await fetch(`http://127.0.0.1:${port}/api/queues?activeQueue=parse&status=failed`)).text();
+      } finally {
+        dashboard.kill('SIGTERM');
+        await resultWithin(dashboard, 30_000, 'dashboard');
+      }
+      expect(shown).toContain('x-record-source');
+      expect(shown).toContain('/p/3.html');
+      const redis = new Redis(REDIS_URL);
+      let stored = '';
+      try {
+        stored = await dumpRedis(redis, `${prefix}:*`);
+      } finally {
+        redis.disconnect();
+      }
+      expect(stored).toContain('/p/3.html');
+      expect({ shown: [COOKIE, TOKEN].filter((s) => shown.includes(s)), stored: [COOKIE, TOKEN].filter((s) => stored.includes(s)) }).toEqual({ shown: [], stored: [] });
+      // ...and the hook no longer sees them (docs/spider-format.md says which headers it gets).
+      expect(items.filter((i) => /set-cookie|x-auth-token/.test(String(i.headerNames)))).toEqual([]);
+    } finally {
+      await site.close();
+    }
   });
 });

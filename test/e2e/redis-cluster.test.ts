@@ -222,7 +222,7 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
       for (const w of fleet) if (w.exitCode === null) w.kill('SIGKILL');
       await site.close();
     }
-  }, 330_000);
+  }, 660_000);
 
   test("kill -9 of the master serving the crawl's partition, then of the one serving the fetch queue, mid-crawl of 2,162 pages: replicas take over and the crawl ends done with exactly the right items", async () => {
     // The busiest slots: the crawl's partition that holds the site's host (its frontier, index and
@@ -241,7 +241,7 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
         await cluster.waitForFailover(master);
       }),
     );
-  }, 300_000);
+  }, 600_000);
 });
 
 describe('Redis Sentinel: one primary, two replicas, three sentinels', () => {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { Redis } from 'ioredis';
 import { startServer } from '../fixtures/http-server.mjs';
-import { REDIS_URL, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson, deadLetters } from '../helpers/cli.js';
+import { REDIS_URL, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson, deadLetters } from '../helpers/cli.js';
 import { startTinyproxy, type Tinyproxy } from '../helpers/tinyproxy.js';
 
 /**
@@ -244,5 +244,116 @@ describe('the vetted address through a proxy: names resolve here, the proxy tunn
       await proxy.kill();
       await dropPrefix(prefix);
     }
+  });
+});
+
+describe('the proxy probe: a crawled page cannot choose where it goes', () => {
+  const prefix = uniquePrefix('probe');
+  const dir = tempDir('probe');
+  let internal: Awaited<ReturnType<typeof startServer>>;
+  let probeTarget: Awaited<ReturnType<typeof startServer>>;
+  let proxy: Tinyproxy;
+
+  beforeAll(async () => {
+    // An internal service on loopback: nothing of the fleet may ever reach it.
+    internal = await startServer((_req, res) => void res.writeHead(200, { 'content-type': 'text/plain' }).end('internal secrets'));
+    // The operator's probe URL, on an address the operator wrote down.
+    probeTarget = await startServer((_req, res) => void res.writeHead(204).end());
+    proxy = await startTinyproxy();
+  });
+  afterAll(async () => {
+    await internal.close();
+    await probeTarget.close();
+    await proxy.kill();
+    await dropPrefix(prefix);
+  });
+
+  const env = (extra: Record<string, string> = {}) => testEnv(prefix, { PROXY_LIST: proxy.url, LOG_LEVEL: 'debug', ...extra });
+  const proxyState = async (crawlId: string): Promise<string> => JSON.parse((await runCli(['status', '--crawl-id', crawlId, '--json'], { env: env() })).stdout).proxies[0].state;
+  /** what the internal service and the proxy saw since `mark()` */
+  let marks = { internal: 0, tunnels: 0 };
+  const mark = () => (marks = { internal: internal.requests.length, tunnels: proxy.connects().length });
+  const sinceMark = () => ({
+    internal: internal.requests.slice(marks.internal).map((r) => `${r.host} ${r.path}`),
+    tunnels: proxy
+      .connects()
+      .slice(marks.tunnels)
+      .map((c) => c.target),
+  });
+
+  /**
+   * A crawl gets the proxy banned on purpose: its page's name (evil.test) resolves to 127.0.0.9, an
+   * address its spider allows, and the proxy is down, so its one failure bans it. Then the proxy
+   * comes back, and the name now resolves to 127.0.0.1 (DNS rebinding), where the internal service
+   * listens on the same port as the page's URL.
+   */
+  async function banThroughCrawl(crawlId: string): Promise<void> {
+    await proxy.kill();
+    const fetcher = spawnCli(['worker', 'fetcher'], { env: env({ HOST_RESOLVE: 'evil.test:127.0.0.9' }) });
+    try {
+      const spider = writeJson(dir, `${crawlId}.json`, {
+        name: crawlId,
+        startUrls: [`http://evil.test:${internal.port}/page.html`],
+        allowedAddresses: ['127.0.0.9'],
+        obeyRobotsTxt: false,
+        proxies: { banAfterFailures: 1 },
+      });
+      const seeded = await runCli(['seed', spider, '--crawl-id', crawlId, '--sink', join(dir, `${crawlId}.jsonl`)], { env: env() });
+      expect({ code: seeded.code, stderr: seeded.code === 0 ? '' : seeded.stderr.slice(-2000) }).toEqual({ code: 0, stderr: '' });
+      await waitFor(async () => (await proxyState(crawlId)) === 'banned', 30_000, 'the proxy banned');
+    } finally {
+      fetcher.kill('SIGTERM');
+      await resultWithin(fetcher, 30_000, 'the banning fetcher');
+    }
+    expect((await runCli(['cancel', '--crawl-id', crawlId], { env: env() })).code).toBe(0);
+    await proxy.start();
+    mark();
+  }
+
+  test('without PROXY_PROBE_URL the probe only checks the proxy itself: back in rotation, and the internal listener behind the rebound name sees nothing', async () => {
+    await banThroughCrawl('rebind-default');
+    const fetcher = spawnCli(['worker', 'fetcher'], { env: env({ HOST_RESOLVE: 'evil.test:127.0.0.1' }) });
+    try {
+      await waitFor(async () => sinceMark().internal.length > 0 || (await proxyState('rebind-default')) === 'ok', 30_000, 'a probe of the proxy');
+      // a later probe round has no chance to reach the listener either
+      await new Promise((r) => setTimeout(r, 1500));
+    } finally {
+      fetcher.kill('SIGTERM');
+      await resultWithin(fetcher, 30_000, 'the probing fetcher');
+    }
+    expect({ ...sinceMark(), state: await proxyState('rebind-default') }).toEqual({
+      internal: [],
+      tunnels: [],
+      state: 'ok',
+    });
+  });
+
+  test('PROXY_PROBE_URL goes through the SSRF guard: a name that resolves to loopback is refused (the proxy stays banned); an address the operator wrote is probed', async () => {
+    await banThroughCrawl('rebind-url');
+    const refused = spawnCli(['worker', 'fetcher'], { env: env({ HOST_RESOLVE: 'evil.test:127.0.0.1,probe.test:127.0.0.1', PROXY_PROBE_URL: `http://probe.test:${internal.port}/health` }) });
+    let log = '';
+    try {
+      // FIRST_PROBE_AFTER_MS is 2 s: two probe rounds at least
+      await waitFor(() => sinceMark().internal.length > 0, 5000, 'nothing (this wait times out)').catch(() => undefined);
+    } finally {
+      refused.kill('SIGTERM');
+      log = (await resultWithin(refused, 30_000, 'the refused probe')).stderr;
+    }
+    expect({ ...sinceMark(), state: await proxyState('rebind-url') }).toEqual({
+      internal: [],
+      tunnels: [],
+      state: 'banned',
+    });
+    expect(log).toContain('ERR_FORBIDDEN_ADDRESS');
+
+    const probed = spawnCli(['worker', 'fetcher'], { env: env({ HOST_RESOLVE: 'evil.test:127.0.0.1', PROXY_PROBE_URL: `http://127.0.0.1:${probeTarget.port}/probe` }) });
+    try {
+      await waitFor(async () => (await proxyState('rebind-url')) === 'ok', 60_000, 'the proxy back after a probe of PROXY_PROBE_URL');
+    } finally {
+      probed.kill('SIGTERM');
+      await resultWithin(probed, 30_000, 'the probing fetcher');
+    }
+    expect(probeTarget.requests.map((r) => r.path)).toEqual(['/probe']);
+    expect(sinceMark()).toEqual({ internal: [], tunnels: [`127.0.0.1:${probeTarget.port}`] });
   });
 });

@@ -70,3 +70,53 @@ describe('crawlfleet validate SPIDER', () => {
     expect(run.stderr).toContain(`${file}: not valid YAML`);
   });
 });
+
+describe('an item rule that makes several items per page needs a key (#19)', () => {
+  const dir = tempDir('identity');
+  const notes = {
+    type: 'note',
+    each: 'div.note',
+    fields: { text: { css: 'i' }, link: { css: 'a', attr: 'href', absolute: true } },
+  };
+  const spider = { name: 'notes', startUrls: ['http://127.0.0.1:1/'], allowPrivateAddresses: true, items: [example.items[1], notes] };
+  const refusal = (file: string) =>
+    `crawlfleet: invalid spider:\n  ${file}: items[1]: "each" makes one item per element, but without "key" every item of a page is identified by the page's URL, so the sinks would keep one of them; name a field that tells them apart: "key": "link"\n`;
+
+  test('validate, seed and crawl refuse `each` without `key`: exit 2 naming the file, the rule and a key to use', async () => {
+    const file = writeJson(dir, 'notes.json', spider);
+    for (const command of ['validate', 'seed', 'crawl']) {
+      const run = await runCli([command, file], { env: { ...env, REDIS_URL: 'redis://127.0.0.1:1' } });
+      expect({ command, code: run.code, stdout: run.stdout, stderr: run.stderr }).toEqual({ command, code: 2, stdout: '', stderr: refusal(file) });
+    }
+    const keyed = writeJson(dir, 'keyed.json', { ...spider, items: [example.items[1], { ...notes, key: 'link' }] });
+    expect((await runCli(['validate', keyed], { env })).code).toBe(0);
+  });
+
+  test('`key: "url"` with eachJson is refused too, and a rule with no field to suggest says how to add one', async () => {
+    const file = writeJson(dir, 'rows.json', {
+      name: 'rows',
+      items: [{ type: 'row', eachJson: 'rows', key: 'url', fields: { title: { json: 'title' }, tags: { json: 'tags[*]', all: true } } }],
+    });
+    const run = await runCli(['validate', file], { env });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe(
+      `crawlfleet: invalid spider:\n  ${file}: items[0].key: "eachJson" makes one item per element, but "url" is the page's URL, the same for every item of a page, so the sinks would keep one of them; add a field that tells them apart and name it in "key" (for example "id": { "json": "id" } and "key": "id")\n`,
+    );
+  });
+
+  test('the spiders shipped with crawlfleet all pass', async () => {
+    for (const file of [
+      'examples/books.json',
+      'examples/books-compose.json',
+      'examples/json-api.json',
+      'examples/books.ts',
+      'examples/json-api.ts',
+      'test/fixtures/spiders/members.ts',
+      'test/fixtures/spiders/picky.ts',
+      'test/fixtures/spiders/failing.ts',
+    ]) {
+      const run = await runCli(['validate', file], { env });
+      expect({ file, code: run.code, stderr: run.stderr }).toEqual({ file, code: 0, stderr: '' });
+    }
+  });
+});

@@ -1,6 +1,18 @@
 import { validateSpider } from '@crawlfleet/core';
-import { makeLookup, parseHostResolve } from '@crawlfleet/fetch';
-import { healthFromHash, hostPolicy, isProxyFault, jitterFactor, nextThrottleDelay, orderProxies, parseProxyUrls, proxyScore, robotsRules, type ProxyHealth } from '@crawlfleet/politeness';
+import { isAddressAllowed, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
+import {
+  healthFromHash,
+  hostPolicy,
+  isProxyFault,
+  jitterFactor,
+  nextThrottleDelay,
+  orderProxies,
+  parseProxyUrls,
+  probeAddressPolicy,
+  proxyScore,
+  robotsRules,
+  type ProxyHealth,
+} from '@crawlfleet/politeness';
 
 describe('host policy', () => {
   const spider = validateSpider({
@@ -154,5 +166,16 @@ describe('HOST_RESOLVE', () => {
       new Promise<string>((resolvePromise, reject) => makeLookup(overrides, allowPrivate)!('shop.test', {}, (err, address) => (err ? reject(err) : resolvePromise(address as string))));
     await expect(resolve(true)).resolves.toBe('127.0.0.1');
     await expect(resolve(false)).rejects.toMatchObject({ code: 'ERR_FORBIDDEN_ADDRESS' });
+  });
+});
+
+describe('the proxy probe: the SSRF guard on PROXY_PROBE_URL', () => {
+  test('a name may resolve to public addresses only; an IP address written in the URL is taken as it is', () => {
+    const byName = probeAddressPolicy('http://probe.example:8080/health');
+    expect(byName).toEqual({ allowPrivate: false, allowed: [] });
+    expect(['93.184.215.14', '127.0.0.1', '10.0.0.1', '169.254.169.254'].map((a) => isAddressAllowed(a, byName))).toEqual([true, false, false, false]);
+    const literal = probeAddressPolicy('http://10.0.0.7:8080/health');
+    expect(['10.0.0.7', '10.0.0.8', '127.0.0.1'].map((a) => isAddressAllowed(a, literal))).toEqual([true, false, false]);
+    expect(probeAddressPolicy('https://[fd00::7]/')).toEqual({ allowPrivate: false, allowed: ['fd00::7'] });
   });
 });

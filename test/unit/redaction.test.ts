@@ -14,6 +14,7 @@ import {
   stripUrlCredentials,
   validateSpider,
 } from '@crawlfleet/core';
+import { flatHeaders, isCredentialHeader } from '@crawlfleet/fetch';
 import { openSink } from '@crawlfleet/storage';
 
 describe('redactUrl: the user-info ends at the last @ before the host', () => {
@@ -51,6 +52,60 @@ describe('redactUrl: the user-info ends at the last @ before the host', () => {
     expect(redactUrl(long)).toBe(long);
     // quadratic scanning of 200,000 characters takes minutes; linear takes milliseconds
     expect(Number(process.hrtime.bigint() - started) / 1e9).toBeLessThan(10);
+  });
+});
+
+describe('redactUrl: password-, secret- and token-like query parameters are hidden too', () => {
+  test.each([
+    ['redis://h/0?password=hunter2', 'redis://h/0?password=***'],
+    ['cannot reach Redis at redis://127.0.0.1:6379/0?db=0&password=p@ss: WRONGPASS', 'cannot reach Redis at redis://127.0.0.1:6379/0?db=0&password=***: WRONGPASS'],
+    ['redis://:pw@h/0?password=x', 'redis://***:***@h/0?password=***'],
+    ['https://api.example/items?page=2&access_token=abc.def&sort=name', 'https://api.example/items?page=2&access_token=***&sort=name'],
+    ['https://maps.example/js?key=AIzaSy&libraries=places', 'https://maps.example/js?key=***&libraries=places'],
+    ['https://s3.example/o?X-Amz-Credential=AK%2F1&X-Amz-Signature=ff00&X-Amz-Security-Token=tt', 'https://s3.example/o?X-Amz-Credential=***&X-Amz-Signature=***&X-Amz-Security-Token=***'],
+    [
+      'http://h/?api_key=1&API-KEY=2&apikey=3&client_secret=4&passwd=5&pwd=6&sig=7&auth=8&session_id=9',
+      'http://h/?api_key=***&API-KEY=***&apikey=***&client_secret=***&passwd=***&pwd=***&sig=***&auth=***&session_id=***',
+    ],
+    [
+      'mongodb://h/db?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:tok&tlsCertificateKeyFilePassword=pem',
+      'mongodb://h/db?authMechanism=MONGODB-AWS&authMechanismProperties=***&tlsCertificateKeyFilePassword=***',
+    ],
+    ['http://h/p?token=abc#frag', 'http://h/p?token=***#frag'],
+    ['{"url":"http://h/?secret=s3","n":1}', '{"url":"http://h/?secret=***","n":1}'],
+    // names that only look alike, and parameters without a value, are left alone
+    ['mongodb://h1,h2/db?replicaSet=rs&authSource=admin&readPreference=primary', 'mongodb://h1,h2/db?replicaSet=rs&authSource=admin&readPreference=primary'],
+    ['https://shop.example/list?sort_key=price&monkey=1&keyword=lamp&passage=2&password', 'https://shop.example/list?sort_key=price&monkey=1&keyword=lamp&passage=2&password'],
+    ['http://h/?token=', 'http://h/?token='],
+    ['the word password=x outside a URL', 'the word password=x outside a URL'],
+  ])('%s', (input, expected) => {
+    expect(redactUrl(input)).toBe(expected);
+  });
+});
+
+describe("a code spider's page.headers: the response's headers without credentials", () => {
+  test('Set-Cookie and secret-named headers are left out; the rest are one string each', () => {
+    const headers = {
+      'content-type': 'text/html',
+      'set-cookie': ['sid=s3cret; HttpOnly', 'theme=dark'],
+      'x-auth-token': 't0ken',
+      'x-api-key': 'k',
+      'x-csrf-token': 'c',
+      'x-record-source': 'shop',
+      vary: ['accept', 'accept-encoding'],
+      'www-authenticate': 'Basic realm="shop"',
+      'keep-alive': 'timeout=5',
+      etag: undefined,
+    };
+    expect(flatHeaders(headers)).toEqual({
+      'content-type': 'text/html',
+      'x-record-source': 'shop',
+      vary: 'accept, accept-encoding',
+      'www-authenticate': 'Basic realm="shop"',
+      'keep-alive': 'timeout=5',
+    });
+    expect(['Set-Cookie', 'set-cookie2', 'authorization', 'Proxy-Authorization', 'x-amz-security-token', 'x-session-id'].filter(isCredentialHeader)).toHaveLength(6);
+    expect(['content-type', 'etag', 'x-request-id', 'sec-websocket-accept', 'strict-transport-security'].filter(isCredentialHeader)).toEqual([]);
   });
 });
 

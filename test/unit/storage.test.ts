@@ -12,6 +12,10 @@ import {
   castItem,
   itemIdentity,
   lockIsStale,
+  parseStat,
+  processIsGone,
+  readProcessIdentity,
+  statusNsPids,
   type IdentityIndex,
   type IndexState,
   type SinkIO,
@@ -268,43 +272,76 @@ describe('RecordSplitter', () => {
 });
 
 describe('the file lock', () => {
-  const here = { host: 'h1', pid: 7, started: 5000, isAlive: (pid: number) => pid === 42 || pid === 7 };
-  test('stale when its owner died on this host, or when not renewed for staleMs; held otherwise', () => {
-    const owner = (pid: number, host = 'h1', started = 100) => ({ pid, host, started, token: 't', since: '' });
+  const boot = 'b00t';
+  const me = { boot, pidNs: 'pid:[1]', pid: 7, startTicks: 500 };
+  const here = { process: me, isGone: (p: { pid: number; startTicks: number }) => !((p.pid === 42 && p.startTicks === 100) || (p.pid === 7 && p.startTicks === 500)) };
+  const owner = (pid: number, pidNs = 'pid:[1]', startTicks = 100, host = 'h1') => ({ pid, host, token: 't', since: '', process: { boot, pidNs, pid, startTicks } });
+  test('stale when not renewed for staleMs, whoever the owner; sooner only when it is proven gone in this pid namespace of this boot', () => {
     expect(lockIsStale({ owner: owner(42), mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
     expect(lockIsStale({ owner: owner(43), mtimeMs: 1000 }, 1500, 1000, here)).toBe(true);
-    expect(lockIsStale({ owner: owner(43, 'h2'), mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
-    expect(lockIsStale({ owner: owner(43, 'h2'), mtimeMs: 1000 }, 2001, 1000, here)).toBe(true);
+    expect(lockIsStale({ owner: owner(42, 'pid:[1]', 99), mtimeMs: 1000 }, 1500, 1000, here)).toBe(true); // the pid was reused
+    // another pid namespace (a container with the same host name): its pids are not ours to look up
+    expect(lockIsStale({ owner: owner(43, 'pid:[2]'), mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
+    expect(lockIsStale({ owner: owner(7, 'pid:[2]', 1), mtimeMs: 1000 }, 1500, 1000, here)).toBe(false); // its pid 7 is not this pid 7
+    expect(lockIsStale({ owner: owner(43, 'pid:[2]'), mtimeMs: 1000 }, 2001, 1000, here)).toBe(true);
+    // another boot or machine, an owner that could not tell who it was, a file torn by its owner's death
+    expect(lockIsStale({ owner: { ...owner(43), process: { ...owner(43).process, boot: 'other' } }, mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
+    expect(lockIsStale({ owner: { pid: 43, host: 'h1', token: 't', since: '' }, mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
+    expect(lockIsStale({ owner: owner(43), mtimeMs: 1000 }, 1500, 1000, { ...here, process: undefined })).toBe(false);
     expect(lockIsStale({ owner: undefined, mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
-    // this very pid: another sink of this process holds it, or a predecessor in a restarted container did
-    expect(lockIsStale({ owner: owner(7, 'h1', 5000), mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
-    expect(lockIsStale({ owner: owner(7, 'h1', 4000), mtimeMs: 1000 }, 1500, 1000, here)).toBe(true);
+    // this very process: another sink of it holds the file
+    expect(lockIsStale({ owner: owner(7, 'pid:[1]', 500), mtimeMs: 1000 }, 1500, 1000, here)).toBe(false);
   });
 
-  test("one holder at a time; a dead owner's lock is taken at once; released on close", async () => {
+  test('/proc: a stat line read past a command name with spaces and parentheses; NSpid from the mount down', () => {
+    const stat = '123 (a) b (c)) S 1 123 123 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 12345678 300';
+    expect(parseStat(stat)).toEqual({ state: 'S', startTicks: 987654 });
+    expect(parseStat('1 (x) Z 0 0')).toBeUndefined();
+    expect(statusNsPids('Name:\tnode\nNSpid:\t4242\t1\nVmRSS: 1 kB\n')).toEqual([4242, 1]);
+    expect(statusNsPids('Name:\tnode\n')).toEqual([]);
+    const self = readProcessIdentity();
+    if (self) {
+      expect(self.pid).toBe(process.pid);
+      expect(processIsGone(self)).toBe(false);
+      expect(processIsGone({ ...self, startTicks: self.startTicks + 1 })).toBe(true);
+      expect(processIsGone({ pid: 2 ** 22 + 7, startTicks: 1 })).toBe(true);
+    }
+  });
+
+  test("one holder at a time; a dead owner's lock is taken at once when it ran in this pid namespace, else after staleMs; released on close", async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'lock-')), 'items.jsonl');
     const a = new FileLock(path, 60_000);
     const b = new FileLock(path, 60_000);
     expect(await a.tryAcquire()).toBe(true);
     expect(await b.tryAcquire()).toBe(false);
     expect(await a.holds()).toBe(true);
+    expect(await b.describeOwner()).toMatch(new RegExp(`^pid ${process.pid} on ${hostname()} since `));
     await a.release();
     expect(await b.tryAcquire()).toBe(true);
     await b.release();
-    // a writer killed with SIGKILL left its lock: its pid is gone
-    writeFileSync(`${path}.lock`, JSON.stringify({ pid: 2 ** 22 + 7, host: hostname(), started: 1, token: 'dead', since: '' }));
-    const c = new FileLock(path, 60_000);
-    expect(await c.tryAcquire()).toBe(true);
-    expect(JSON.parse(readFileSync(`${path}.lock`, 'utf8')).pid).toBe(process.pid);
-    await c.release();
-    expect(existsSync(`${path}.lock`)).toBe(false);
-    // another host's lock: held while renewed, taken once not renewed for staleMs
-    writeFileSync(`${path}.lock`, JSON.stringify({ pid: 1, host: 'elsewhere', started: 1, token: 'far', since: '' }));
-    expect(await new FileLock(path, 60_000).tryAcquire()).toBe(false);
-    utimesSync(`${path}.lock`, new Date(Date.now() - 120_000), new Date(Date.now() - 120_000));
-    const d = new FileLock(path, 60_000);
-    expect(await d.tryAcquire()).toBe(true);
-    await d.release();
+    const self = readProcessIdentity();
+    if (self) {
+      // a writer of this namespace killed with SIGKILL left its lock: its pid is gone
+      writeFileSync(`${path}.lock`, JSON.stringify({ pid: 2 ** 22 + 7, host: hostname(), token: 'dead', since: '', process: { ...self, pid: 2 ** 22 + 7 } }));
+      const c = new FileLock(path, 60_000);
+      expect(await c.tryAcquire()).toBe(true);
+      expect(JSON.parse(readFileSync(`${path}.lock`, 'utf8'))).toMatchObject({ pid: process.pid, process: self });
+      await c.release();
+      expect(existsSync(`${path}.lock`)).toBe(false);
+    }
+    // the same host name and a pid that is gone here, but no proof it ran here (a lock from another
+    // pid namespace, or from a version that wrote none): held while renewed, taken once not renewed for staleMs
+    for (const [token, record] of [
+      ['ns', { process: { ...(self ?? { boot: 'b', startTicks: 1 }), pidNs: 'pid:[9]', pid: 1 } }],
+      ['old', { started: 1 }],
+    ] as const) {
+      writeFileSync(`${path}.lock`, JSON.stringify({ pid: 2 ** 22 + 7, host: hostname(), token, since: '', ...record }));
+      expect(await new FileLock(path, 60_000).tryAcquire()).toBe(false);
+      utimesSync(`${path}.lock`, new Date(Date.now() - 120_000), new Date(Date.now() - 120_000));
+      const d = new FileLock(path, 60_000);
+      expect(await d.tryAcquire()).toBe(true);
+      await d.release();
+    }
   });
 
   test('a second sink on a locked file opens, refuses items with SinkBusyError, and takes over once it is free', async () => {

@@ -18,7 +18,9 @@
   ARGV[6] the prefix of the index's bucket keys (urlIndex.lua)
   ARGV[7] the prefix of the host queue keys (hosts.lua)
   ARGV[8] the crawl id (a taken URL's job is named by its fingerprint, sha1 of the id and the URL)
-  ARGV[9..] groups, one per host: host, its concurrency, its delay (ms), n, then n pairs:
+  ARGV[9] the run of the crawl the caller works for (its startedAt), or '' for any: a caller of an
+          older run (the crawl was reset, and maybe registered again, under it) changes nothing
+  ARGV[10..] groups, one per host: host, its concurrency, its delay (ms), n, then n pairs:
             fingerprint, then the verdict ('a' admit, 's' out of scope, 'd' too deep) followed, for
             'a', by the fetch request (encodeRequest). Each fingerprint at most once (the caller
             removes duplicates).
@@ -28,6 +30,7 @@
   makes that a no-op unless the job was lost), 0 nothing to do; how much the call changed the
   `skipped` counter; and the {job id, request, wait ms, ...} triples the call took into the
   fetch stage (takeReady.lua). A URL refused for depth can still be admitted later, by a shorter path.
+  Returns {{}, 0, {}, 1} to a caller of another run: nothing admitted, nothing changed.
 
   A URL over maxPages is recorded 'L', over its host's maxPagesPerHost 'H', and counted skipped.
 ]]
@@ -38,13 +41,14 @@
 local partKey, counters, pending, requests, hostsKey, ready, backlog = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local maxPages, maxPerHost = tonumber(ARGV[1]), tonumber(ARGV[2])
 local queuePrefix = ARGV[7]
+if ARGV[9] ~= '' and redis.call('HGET', partKey, 'startedAt') ~= ARGV[9] then return {{}, 0, {}, 1} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local index = openUrlIndex(partKey, ARGV[6])
 
 local seen = maxPages > 0 and tonumber(redis.call('HGET', counters, 'seen') or '0') or 0
 local codes, admitted, skipped = {}, 0, 0
-local at = 9
+local at = 10
 while at <= #ARGV do
   local host, concurrency, delay, n = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
   at = at + 4

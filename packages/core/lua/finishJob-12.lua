@@ -27,7 +27,10 @@
   ARGV[14..17] what the fetch learnt of the host, each '' when unknown: its concurrency, its delay
            (ms), when this request started (ms, the limiter's clock), a Retry-After hold until (ms)
   ARGV[18] the crawl id (a taken URL's job is named by its fingerprint)
-  ARGV[19..] pairs: counter name, increment
+  ARGV[19] the run of the crawl the job belongs to (its startedAt when the job began), or '' for
+           any: a job of an older run (the crawl was reset, and maybe registered again, while the
+           job ran) changes nothing, and ends as one that had finished already
+  ARGV[20..] pairs: counter name, increment
 
   A job that was never pending (a poison job enqueued by hand) still lands in the dead-letter set,
   once: its counters apply only when its record is new.
@@ -42,11 +45,12 @@
 --!include hosts.lua
 --!include takeReady.lua
 --!include partitionIdle.lua
-local COUNTERS_FROM = 19
+local COUNTERS_FROM = 20
 local partKey, counters, dead, rebuilds = KEYS[1], KEYS[2], KEYS[3], KEYS[9]
 local pendingKeys = {KEYS[5], KEYS[6], KEYS[7]}
 local stageIndex = tonumber(ARGV[2])
 local id = ARGV[1]
+if ARGV[19] ~= '' and redis.call('HGET', partKey, 'startedAt') ~= ARGV[19] then return {0, {}, 0} end
 if redis.call('SREM', pendingKeys[stageIndex], id) == 0 then
   if ARGV[6] == '' or redis.call('HSETNX', dead, id, ARGV[6]) == 0 then return {0, {}, 0} end
   for i = COUNTERS_FROM, #ARGV, 2 do

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { DURATION_EXAMPLES, parseDuration } from './duration.js';
 import { ConfigError } from './errors.js';
 import { encodeUrlCredentials } from './redact.js';
 import { parseRedisUrl } from './redis.js';
@@ -14,6 +15,10 @@ export const ENV_TABLE = {
     default: 'redis://127.0.0.1:6379',
     doc: 'queues, frontier, crawl state. `redis+cluster://[user:pw@]h1:p1,h2:p2` selects Redis Cluster (`rediss+cluster://` with TLS); `redis+sentinel://[user:pw@]h1:p1,h2:p2/MASTER` selects Sentinel',
   },
+  REDIS_STARTUP_TIMEOUT_MS: {
+    default: '60000',
+    doc: 'how long a long-running process (`worker`, `dashboard`) started before Redis answers keeps trying to reach it (backoff 0.5 s doubling to 5 s, a log line per attempt) before it exits 1; 0 fails at once, as short commands (`seed`, `status`, `crawl`) always do',
+  },
   MONGO_URL: { default: 'mongodb://127.0.0.1:27017/crawlfleet', doc: 'item store used by writers' },
   MONGO_CREDENTIALS: { default: '', doc: "a writer's credentials for other MongoDB servers than MONGO_URL's: URLs with user and password, whitespace-separated, or @path/to/file" },
   QUEUE_PREFIX: { default: 'crawlfleet', doc: 'BullMQ prefix and prefix of every crawlfleet key' },
@@ -26,6 +31,14 @@ export const ENV_TABLE = {
   },
   RECONCILE_INTERVAL_MS: { default: '15000', doc: 'how often one worker of the fleet checks for pending jobs that no BullMQ job carries any more' },
   RECONCILE_GRACE_MS: { default: '30000', doc: 'how long a pending job must stay without a live BullMQ job before it is rebuilt or dead-lettered' },
+  SPIDER_DEPLOY_WAIT_MS: {
+    default: '600000',
+    doc: "how long a worker whose copy of a crawl's spider file is another version waits for the deploy (its jobs wait) before it dead-letters them ERR_SPIDER_VERSION",
+  },
+  CRAWL_RETENTION: {
+    default: '7d',
+    doc: "how long a finished crawl (done, failed, cancelled) keeps its state in Redis: past it, the reconciler's round (and `crawlfleet gc`) removes all but a small summary. A duration (`7d`, `36h`, `90m`, `1h30m`); `off`: only `crawlfleet gc --finished-before` collects",
+  },
   FRONTIER_WINDOW: {
     default: '2000',
     doc: "the most fetch jobs of one crawl in BullMQ at a time; the rest wait in the crawl's compact frontier list (about 250 bytes a URL, where a job costs about 1 KB)",
@@ -40,16 +53,36 @@ export const ENV_TABLE = {
   WRITE_BATCH_MS: { default: '100', doc: '...or when this many milliseconds have passed' },
   WRITE_ATTEMPTS: { default: '10', doc: 'attempts of a write job for faults of the write itself; an unavailable item store spends none (its jobs are parked until it answers)' },
   PROXY_LIST: { default: '', doc: 'proxy URLs, comma- or newline-separated, or @path/to/file (`--proxies FILE` wins)' },
+  PROXY_PROBE_URL: {
+    default: '',
+    doc: "the URL a fetcher requests through a banned proxy to see whether it carries requests again (any HTTP answer will do), under the SSRF guard: a name must resolve to public addresses; an IP address written here is taken as it is. None: the probe only opens a connection to the proxy itself (TCP, and TLS for https:// proxies). Never a crawled page's URL",
+  },
   ROBOTS_CACHE_SECONDS: { default: '3600', doc: "how long the fleet keeps a host's robots.txt before fetching it again" },
   HOST_RESOLVE: { default: '', doc: 'name:address pairs that replace DNS for those names, like curl --resolve (staging, tests); not applied through proxies' },
   METRICS_PORT: { default: '', doc: 'when set, a worker (and `crawl`) serves /metrics, /healthz and /readyz on this port' },
   METRICS_HOST: { default: '0.0.0.0', doc: 'the address the metrics port binds (0.0.0.0 in containers; 127.0.0.1 keeps it local)' },
   LIVENESS_STALL_MS: { default: '5000', doc: '/healthz fails once the event loop has stalled this long (in the last 10 s)' },
+  METRICS_FINISHED_SECONDS: {
+    default: '300',
+    doc: "how long the dashboard's metrics keep a crawl's series after it finished, so that a scrape records its final counters; then only running and paused crawls are exported",
+  },
   DASHBOARD_USER: { default: '', doc: 'with DASHBOARD_PASSWORD: HTTP basic auth for every dashboard page; required to bind a non-loopback address' },
   DASHBOARD_PASSWORD: { default: '', doc: 'the dashboard password (see DASHBOARD_USER)' },
+  DASHBOARD_ALLOWED_HOSTS: {
+    default: '',
+    doc: "host names the dashboard answers besides localhost, IP addresses and its --host address (a tunnel, a reverse proxy), comma-separated; `.example.com` takes the name and every name under it, `*` any. A page of another site whose name is rebound to 127.0.0.1 (DNS rebinding) gets 403. Default: without credentials only those; with them any Host (each page needs the password). A change (POST, PUT, DELETE) is taken only from the dashboard's own pages, these names, or a client that sends no Origin",
+  },
 } as const;
 
 export type EnvName = keyof typeof ENV_TABLE;
+
+function isHttpUrl(text: string): boolean {
+  try {
+    return /^https?:$/.test(new URL(text).protocol);
+  } catch {
+    return false;
+  }
+}
 
 const envSchema = z.object({
   REDIS_URL: z.string().superRefine((url, ctx) => {
@@ -59,6 +92,7 @@ const envSchema = z.object({
       ctx.addIssue({ code: 'custom', message: (err as Error).message.replace(/^REDIS_URL: /, '') });
     }
   }),
+  REDIS_STARTUP_TIMEOUT_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
   MONGO_URL: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must start with mongodb:// or mongodb+srv://'),
   MONGO_CREDENTIALS: z.string(),
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only'),
@@ -68,6 +102,10 @@ const envSchema = z.object({
   MAX_STALLED_COUNT: z.string().regex(/^([1-9]\d*)?$/, 'must be a positive number of stalls'),
   RECONCILE_INTERVAL_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
   RECONCILE_GRACE_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
+  SPIDER_DEPLOY_WAIT_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
+  CRAWL_RETENTION: z.string().superRefine((text, ctx) => {
+    if (text.trim() !== 'off' && parseDuration(text) === undefined) ctx.addIssue({ code: 'custom', message: `must be a duration (${DURATION_EXAMPLES}) or "off"` });
+  }),
   FRONTIER_WINDOW: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of jobs'),
   FRONTIER_PARTITIONS: z.string().regex(/^([1-9]\d{0,2})?$/, 'must be a number of partitions from 1 to 999'),
   PARSE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
@@ -80,13 +118,20 @@ const envSchema = z.object({
   METRICS_PORT: z.string().regex(/^(\d{1,5})?$/, 'must be a port number'),
   METRICS_HOST: z.string().min(1),
   LIVENESS_STALL_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
+  METRICS_FINISHED_SECONDS: z.string().regex(/^\d+$/, 'must be a number of seconds'),
   DASHBOARD_USER: z.string(),
   DASHBOARD_PASSWORD: z.string(),
+  DASHBOARD_ALLOWED_HOSTS: z.string(),
+  PROXY_PROBE_URL: z.string().superRefine((text, ctx) => {
+    if (text.trim() !== '' && !isHttpUrl(text.trim())) ctx.addIssue({ code: 'custom', message: 'must be an http:// or https:// URL' });
+  }),
   HOST_RESOLVE: z.string().regex(/^(\s*[A-Za-z0-9.-]+:(\[[0-9a-fA-F:.]+\]|[0-9a-fA-F:.]+)\s*(,|$))*\s*$/, 'must be name:address pairs, comma-separated'),
 });
 
 export interface Env {
   redisUrl: string;
+  /** REDIS_STARTUP_TIMEOUT_MS: how long a worker or the dashboard waits for Redis at start-up; 0 fails at once */
+  redisStartupTimeoutMs: number;
   mongoUrl: string;
   /** MONGO_CREDENTIALS: URLs lending a user and password to a crawl's MongoDB sink on their server */
   mongoCredentials: string[];
@@ -98,6 +143,9 @@ export interface Env {
   maxStalledCount: number | undefined;
   reconcileIntervalMs: number;
   reconcileGraceMs: number;
+  spiderDeployWaitMs: number;
+  /** CRAWL_RETENTION: how long a finished crawl keeps its state (ms); undefined: `off`, only `gc` collects */
+  crawlRetentionMs: number | undefined;
   /** FRONTIER_WINDOW: the most fetch jobs of one crawl pending at once, shared by its partitions */
   frontierWindow: number;
   /** FRONTIER_PARTITIONS: a new crawl's partitions (frontierPartitions picks the default by REDIS_URL) */
@@ -116,8 +164,14 @@ export interface Env {
   metricsPort: number | undefined;
   metricsHost: string;
   livenessStallMs: number;
+  /** METRICS_FINISHED_SECONDS: how long a finished crawl stays in the dashboard's metrics (ms) */
+  metricsFinishedMs: number;
   dashboardUser: string;
   dashboardPassword: string;
+  /** DASHBOARD_ALLOWED_HOSTS: names the dashboard answers besides loopback names, IPs and its bind address */
+  dashboardAllowedHosts: string[];
+  /** PROXY_PROBE_URL: what a probe of a banned proxy requests through it; undefined: a connection to the proxy only */
+  proxyProbeUrl: string | undefined;
 }
 
 /** Partitions of a new crawl when FRONTIER_PARTITIONS is not set: they pay off only on a Redis Cluster. */
@@ -155,6 +209,7 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
   return {
     // A password pasted unencoded (`redis://:p@ss/w@host`) is encoded here, once, for every client.
     redisUrl: encodeUrlCredentials(e.REDIS_URL),
+    redisStartupTimeoutMs: Number(e.REDIS_STARTUP_TIMEOUT_MS),
     mongoUrl: encodeUrlCredentials(e.MONGO_URL),
     mongoCredentials: parseMongoCredentials(readListValue(e.MONGO_CREDENTIALS, 'MONGO_CREDENTIALS', /\s+/)),
     queuePrefix: e.QUEUE_PREFIX,
@@ -164,6 +219,8 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     maxStalledCount: e.MAX_STALLED_COUNT === '' ? undefined : Number(e.MAX_STALLED_COUNT),
     reconcileIntervalMs: Number(e.RECONCILE_INTERVAL_MS),
     reconcileGraceMs: Number(e.RECONCILE_GRACE_MS),
+    spiderDeployWaitMs: Number(e.SPIDER_DEPLOY_WAIT_MS),
+    crawlRetentionMs: e.CRAWL_RETENTION.trim() === 'off' ? undefined : parseDuration(e.CRAWL_RETENTION),
     frontierWindow: Number(e.FRONTIER_WINDOW),
     frontierPartitions: e.FRONTIER_PARTITIONS === '' ? defaultPartitions(e.REDIS_URL) : Number(e.FRONTIER_PARTITIONS),
     parseHighWater: Number(e.PARSE_HIGH_WATER),
@@ -177,7 +234,10 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     metricsPort: e.METRICS_PORT === '' ? undefined : Number(e.METRICS_PORT),
     metricsHost: e.METRICS_HOST,
     livenessStallMs: Number(e.LIVENESS_STALL_MS),
+    metricsFinishedMs: Number(e.METRICS_FINISHED_SECONDS) * 1000,
     dashboardUser: e.DASHBOARD_USER,
     dashboardPassword: e.DASHBOARD_PASSWORD,
+    dashboardAllowedHosts: readListValue(e.DASHBOARD_ALLOWED_HOSTS, 'DASHBOARD_ALLOWED_HOSTS', /[\s,]+/),
+    proxyProbeUrl: e.PROXY_PROBE_URL.trim() === '' ? undefined : e.PROXY_PROBE_URL.trim(),
   };
 }

@@ -52,6 +52,16 @@ export class ServiceUnavailableError extends CrawlfleetError {
   }
 }
 
+/**
+ * The crawl was reset (and maybe registered again) while this work ran: the work belongs to the run
+ * before, and stops without changing anything of the crawl's current run.
+ */
+export class StaleRunError extends CrawlfleetError {
+  constructor(crawlId: string, run: string) {
+    super('ERR_STALE_RUN', `crawl ${crawlId} was reset since this work began (its run of ${run || 'unknown'} is over)`, { crawlId, run });
+  }
+}
+
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }

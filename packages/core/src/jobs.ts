@@ -22,6 +22,8 @@ export const fetchJobSchema = z.strictObject({
     .optional(),
   /** what the code spider's link to this URL carried, for its hooks */
   meta: linkMeta.optional(),
+  /** when the page last changed, as the sitemap that listed it says (its `<lastmod>`), for later stages and recrawls */
+  lastmod: z.iso.datetime().optional(),
 });
 
 export const parseJobSchema = z.strictObject({

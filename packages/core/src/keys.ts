@@ -25,7 +25,12 @@ export function assertCrawlId(id: string): string {
 
 /** A crawl's keys in its own slot `{crawlId}`: what is the crawl's as a whole. */
 export interface CrawlKeys {
-  /** hash: spider JSON, state, sink, timestamps, `parts` (its partition count), `gen` (see injections) */
+  /**
+   * hash: spider JSON, state, sink, timestamps, `parts` (its partition count), `gen` (see injections);
+   * once gc collected the crawl, only its summary: state, spiderName, startedAt, finishedAt,
+   * `collectedAt`, `c.<counter>` (the counters not zero), `sink` (described), and `gcParts` while its
+   * partitions are being unlinked
+   */
   meta: string;
   /** hash: counters of a crawl registered before partitions (status still reads it) */
   counters: string;
@@ -122,9 +127,17 @@ export class Keys {
     return `${this.prefix}:{${stageTag(stage, STAGES.indexOf(stage), STAGES.length)}}`;
   }
 
-  /** Set of every registered crawl id. */
+  /** Set of every registered crawl id, but the collected ones. */
   crawlIndex(): string {
     return `${this.prefix}:crawls`;
+  }
+
+  /**
+   * Set of the crawls gc collected: only their summary is left (in their meta). Touched, like the
+   * crawl index, by plain commands only.
+   */
+  collectedCrawlIndex(): string {
+    return `${this.prefix}:crawls:collected`;
   }
 
   /** Lock and bookkeeping of the fleet's reconciler (one runs at a time). */

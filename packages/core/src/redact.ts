@@ -1,5 +1,6 @@
 /**
- * Credentials in URLs (Redis, MongoDB, proxies) must never reach logs, status or Redis.
+ * Credentials in URLs (Redis, MongoDB, proxies) must never reach logs, status or Redis: the
+ * user-info, and query parameters named like a secret (`?password=`, `?access_token=`, `?key=`).
  *
  * Users paste passwords unencoded (`redis://:p@ss/w:rd@host`), so the user-info is not cut where a
  * URL parser cuts it (the first `@`, or the first `/`): it ends at the LAST `@` of the URL. That is
@@ -38,7 +39,47 @@ export function splitUserInfo(afterScheme: string): UserInfoSplit {
   return { userInfo: afterScheme.slice(0, lastAt), rest: afterScheme.slice(lastAt + 1) };
 }
 
-/** Replaces the user-info of every URL in a string with `***:***`. */
+/** Parts of a name that make it a secret's: `client_secret`, `X-Amz-Security-Token`, `tlsCertificateKeyFilePassword`. */
+const SECRET_PART = /password|passwd|passphrase|secret|token|apikey|accesskey|privatekey|credential|signature|sessionid|authorization/;
+/** Names that are a secret's only as a whole (`key`, but not `keyword` or `sort_key`). */
+const SECRET_NAME = new Set(['pass', 'pwd', 'pw', 'key', 'sig', 'auth', 'session', 'sid', 'jwt', 'authmechanismproperties']);
+
+/**
+ * Pure: is this the name of a credential (a URL's query parameter, a header)? Case, `-`, `_` and `.`
+ * aside: `api_key`, `API-KEY` and `apikey` are one name.
+ */
+export function isSecretName(name: string): boolean {
+  let decoded = name;
+  try {
+    decoded = decodeURIComponent(name);
+  } catch {
+    // a `%` that starts no escape: the name as written
+  }
+  const bare = decoded.toLowerCase().replace(/[-_.\s]/g, '');
+  return SECRET_NAME.has(bare) || SECRET_PART.test(bare);
+}
+
+/** Punctuation that ends a sentence after a URL in text (`...?password=x: WRONGPASS`), kept outside the mask. */
+const TRAILING_PUNCTUATION = /[.,:;!?)\]}]+$/;
+
+/** Pure: the URL text (after its scheme) with the value of every secret-named query parameter masked as `***`. */
+function redactQuery(text: string): string {
+  const start = text.indexOf('?');
+  if (start < 0) return text;
+  const hash = text.indexOf('#', start);
+  const end = hash < 0 ? text.length : hash;
+  const query = text.slice(start + 1, end).replace(/(^|[&;])([^&;=]+)=([^&;]*)/g, (all, separator: string, name: string, value: string) => {
+    const tail = TRAILING_PUNCTUATION.exec(value)?.[0] ?? '';
+    if (value.length === tail.length || !isSecretName(name)) return all;
+    return `${separator}${name}=***${tail}`;
+  });
+  return `${text.slice(0, start + 1)}${query}${text.slice(end)}`;
+}
+
+/**
+ * Replaces the user-info of every URL in a string with `***:***`, and the value of its query
+ * parameters named like a secret (isSecretName) with `***`.
+ */
 export function redactUrl(text: string): string {
   const starts = [...text.matchAll(SCHEME)];
   if (starts.length === 0) return text;
@@ -50,7 +91,7 @@ export function redactUrl(text: string): string {
     const end = segment.search(URL_END);
     const afterScheme = end < 0 ? segment : segment.slice(0, end);
     const { userInfo, rest } = splitUserInfo(afterScheme);
-    out += userInfo === undefined ? m[0] + afterScheme : `${m[0]}***:***@${rest}`;
+    out += userInfo === undefined ? m[0] + redactQuery(afterScheme) : `${m[0]}***:***@${redactQuery(rest)}`;
     out += end < 0 ? '' : segment.slice(end);
   });
   return out;

@@ -17,6 +17,7 @@ const SCRIPT_FILES = {
   endInjection: 'endInjection-2.lua',
   markDone: 'markDone-2.lua',
   noteInvalid: 'noteInvalid-1.lua',
+  collectCrawl: 'collectCrawl-2.lua',
   admitUrls: 'admitUrls-7.lua',
   takeReady: 'takeReady-6.lua',
   beginJob: 'beginJob-5.lua',

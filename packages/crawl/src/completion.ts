@@ -68,9 +68,9 @@ export const INJECTION_LEASE_MS = 60_000;
  */
 export async function whileInjecting<T>(redis: RedisClient, keys: Keys, layout: CrawlLayout, id: string, work: () => Promise<T>, reopen = false): Promise<T> {
   const k = keys.crawl(layout.crawlId);
-  await runScript(redis, 'beginInjection', [k.meta, k.seeding], [id, Date.now() + INJECTION_LEASE_MS, reopen ? '1' : '']);
+  await runScript(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, reopen ? '1' : '']);
   const renew = setInterval(() => {
-    redis.hset(k.seeding, id, Date.now() + INJECTION_LEASE_MS).catch(() => undefined);
+    runScript(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, '']).catch(() => undefined);
   }, INJECTION_LEASE_MS / 4);
   renew.unref();
   try {
@@ -82,15 +82,14 @@ export async function whileInjecting<T>(redis: RedisClient, keys: Keys, layout: 
   }
 }
 
-/** Ends the injections whose lease lapsed (their process died); true when any was ended. */
-export async function endLapsedInjections(redis: RedisClient, keys: Keys, layout: CrawlLayout, nowMs = Date.now()): Promise<number> {
+/**
+ * Ends the injections whose lease lapsed by Redis's clock (their process died): how many. Each is
+ * checked and ended in one step, so a lease renewed meanwhile stays.
+ */
+export async function endLapsedInjections(redis: RedisClient, keys: Keys, layout: CrawlLayout): Promise<number> {
   const k = keys.crawl(layout.crawlId);
-  const leases = await redis.hgetall(k.seeding);
   let ended = 0;
-  for (const [id, until] of Object.entries(leases)) {
-    if (Number(until) > nowMs) continue;
-    ended += await runScript<number>(redis, 'endInjection', [k.meta, k.seeding], [id]);
-  }
+  for (const id of await redis.hkeys(k.seeding)) ended += await runScript<number>(redis, 'endInjection', [k.meta, k.seeding], [id, '1']);
   if (ended > 0) await settleCrawl(redis, keys, layout);
   return ended;
 }

@@ -1,14 +1,17 @@
-import { STAGES, ConfigError, type Keys, type PartKeys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
+import { STAGES, ConfigError, type Keys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
 import { settleCrawl } from './completion.js';
 import { takeFromFrontier } from './fetch-jobs.js';
+import { forgetLegacyCrawl, forgetPartitions } from './forget.js';
+import { CollectedCrawlError, forgetCollectedCrawl, isCollected } from './gc.js';
 import { allPartKeys, crawlTake, layoutOf, type CrawlLayout } from './layout.js';
 import { copyStateToPartitions, loadCrawl, type CrawlState } from './registry.js';
 import { sumOverCrawls } from './status.js';
 
 async function requireCrawl(redis: RedisClient, keys: Keys, crawlId: string): Promise<{ state: CrawlState; layout: CrawlLayout | 'legacy' }> {
-  const [state, parts] = await redis.hmget(keys.crawl(crawlId).meta, 'state', 'parts');
+  const [state, parts, collectedAt] = await redis.hmget(keys.crawl(crawlId).meta, 'state', 'parts', 'collectedAt');
   const layout = layoutOf(crawlId, { state, parts });
   if (!state || !layout) throw new ConfigError(`no crawl with id ${JSON.stringify(crawlId)} (crawlfleet status lists them)`);
+  if (collectedAt) throw new CollectedCrawlError(crawlId, collectedAt);
   return { state: state as CrawlState, layout };
 }
 
@@ -97,54 +100,21 @@ export async function cancelCrawl(redis: RedisClient, keys: Keys, queues: Queues
 
 /**
  * Forgets the crawl's queued jobs, frontier, dead letters (and their failed jobs in BullMQ, whose ids
- * would otherwise block the same URLs when the crawl runs again) and counters; stored items stay.
+ * would otherwise block the same URLs when the crawl runs again) and counters; stored items stay. A
+ * collected crawl's summary goes, and its id can be crawled again from scratch.
  */
 export async function resetCrawl(redis: RedisClient, keys: Keys, queues: Queues, crawlId: string): Promise<{ removedJobs: number }> {
+  if (await isCollected(redis, keys, crawlId)) return { removedJobs: (await forgetCollectedCrawl(redis, keys, queues, crawlId)).queuedJobs };
   const { layout } = await requireCrawl(redis, keys, crawlId);
-  if (layout === 'legacy') return resetLegacyCrawl(redis, keys, queues, crawlId);
+  if (layout === 'legacy') {
+    const { queuedJobs } = await forgetLegacyCrawl(redis, keys, queues, crawlId);
+    await redis.srem(keys.crawlIndex(), crawlId);
+    return { removedJobs: queuedJobs };
+  }
   // Cancel first, so that workers drop this crawl's jobs while we remove them.
   await setState(redis, keys, layout, 'cancelled');
-  let removedJobs = 0;
-  for (const k of allPartKeys(keys, layout)) {
-    for (const stage of STAGES) {
-      for (const id of await redis.smembers(k.pending[stage])) removedJobs += await queues[stage].remove(id).catch(() => 0);
-    }
-    for (const id of await redis.hkeys(k.dead)) {
-      for (const stage of STAGES) await queues[stage].remove(id).catch(() => 0);
-    }
-    await unlinkPartition(redis, keys, k);
-  }
+  const { queuedJobs } = await forgetPartitions(redis, keys, queues, layout);
   await redis.unlink(...keys.crawlOwnKeys(crawlId));
   await redis.srem(keys.crawlIndex(), crawlId);
-  return { removedJobs };
-}
-
-/** Deletes a partition: its fixed keys, its index's buckets and its hosts' queues. */
-async function unlinkPartition(redis: RedisClient, keys: Keys, k: PartKeys): Promise<void> {
-  const [level, split] = (await redis.hmget(k.part, 'iL', 'is')).map((v) => Number(v ?? 0)) as [number, number];
-  const buckets = 2 ** level + split;
-  for (let from = 0; from < buckets; from += 1000) {
-    await redis.unlink(...Array.from({ length: Math.min(1000, buckets - from) }, (_, i) => `${k.urlBucket}${from + i}`));
-  }
-  for (;;) {
-    const hosts = await redis.zrange(k.backlog, 0, 999);
-    if (hosts.length === 0) break;
-    await redis.unlink(...hosts.map((h) => `${k.hostQueue}${h}`));
-    await redis.zrem(k.backlog, ...hosts);
-  }
-  await redis.unlink(...keys.partFixedKeys(k));
-}
-
-/** A crawl of the layout before partitions: its keys, which all shared its tag, go. */
-async function resetLegacyCrawl(redis: RedisClient, keys: Keys, queues: Queues, crawlId: string): Promise<{ removedJobs: number }> {
-  const base = `${keys.prefix}:crawl:{${crawlId}}`;
-  let removedJobs = 0;
-  for (const stage of STAGES) {
-    for (const id of await redis.smembers(`${base}:pending:${stage}`)) removedJobs += await queues[stage].remove(id).catch(() => 0);
-  }
-  const single = ['meta', 'counters', 'urls', 'frontier', 'dead', 'requests', 'suspects', 'rebuilds', 'seeding', 'invalid-reasons', 'file:identities', 'file:state'];
-  const perStage = ['pending', 'active', 'delayed', 'parked'].flatMap((kind) => STAGES.map((stage) => `${kind}:${stage}`));
-  await redis.unlink(...[...single, ...perStage].map((name) => `${base}:${name}`));
-  await redis.srem(keys.crawlIndex(), crawlId);
-  return { removedJobs };
+  return { removedJobs: queuedJobs };
 }

@@ -21,7 +21,15 @@ export type AdmissionCounts = { seen: number; skipped: number };
 
 /** Pure: a fetch job's payload from the request the frontier kept. */
 export function fetchJobData(crawlId: string, r: FetchRequest): FetchJob {
-  return { crawlId, url: r.url, depth: r.depth, ...(r.referer ? { referer: r.referer } : {}), ...(r.redirects ? { redirects: r.redirects } : {}), ...(r.meta ? { meta: r.meta } : {}) };
+  return {
+    crawlId,
+    url: r.url,
+    depth: r.depth,
+    ...(r.referer ? { referer: r.referer } : {}),
+    ...(r.redirects ? { redirects: r.redirects } : {}),
+    ...(r.meta ? { meta: r.meta } : {}),
+    ...(r.lastmod ? { lastmod: r.lastmod } : {}),
+  };
 }
 
 /** A fetch job's options: the spider's retries, crawlfleet's backoff. */
@@ -83,14 +91,21 @@ export async function admitAndEnqueue(
   });
   const admitChunk = async ({ part, list }: { part: number; list: Candidate[] }) => {
     const chunk = referer ? list.map((c) => ({ ...c, referer })) : list;
-    const { admitted, taken, skipped } = await admitToPartition(redis, parts[part]!, crawlId, chunk, policy, options.take);
+    const { admitted, taken, skipped } = await admitToPartition(redis, parts[part]!, crawlId, chunk, policy, options.take, crawl.startedAt);
     settled?.urls.settle(settled.scope, chunk);
     const again = admitted
       .filter((a) => !a.isNew)
       .map((a) => ({
         jobId: a.jobId,
         delayMs: 0,
-        request: { url: a.url, depth: a.depth, ...(a.redirects ? { redirects: a.redirects } : {}), ...(referer ? { referer } : {}), ...(a.meta ? { meta: a.meta } : {}) },
+        request: {
+          url: a.url,
+          depth: a.depth,
+          ...(a.redirects ? { redirects: a.redirects } : {}),
+          ...(referer ? { referer } : {}),
+          ...(a.meta ? { meta: a.meta } : {}),
+          ...(a.lastmod ? { lastmod: a.lastmod } : {}),
+        },
       }));
     await enqueueFetches(queues, crawlId, spider, [...again, ...taken]);
     counts.seen += admitted.filter((a) => a.isNew).length;

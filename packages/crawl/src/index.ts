@@ -9,3 +9,6 @@ export * from './fetch-jobs.js';
 export * from './settled-urls.js';
 export * from './reconcile.js';
 export * from './replay.js';
+export * from './forget.js';
+export * from './summary.js';
+export * from './gc.js';

@@ -10,6 +10,12 @@ import { frontierTake, hostOfUrl, type FrontierTake } from '@crawlfleet/frontier
 export interface CrawlLayout {
   crawlId: string;
   parts: number;
+  /**
+   * The run the caller works for: the crawl's startedAt, new at each registration after a reset.
+   * Admissions and finishes of another run change nothing (a job that ran across a reset); absent,
+   * any run is taken.
+   */
+  startedAt?: string;
 }
 
 /** Pure: the partition that holds a URL (by its host). */

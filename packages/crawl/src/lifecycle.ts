@@ -78,7 +78,10 @@ export function deadLetterData(stage: Stage, data: unknown): unknown {
 
 export type FinishOutcome = 'already' | 'finished' | 'crawl-done';
 
-/** Returns 'already' when the job had finished before (its effects are not applied twice). */
+/**
+ * Returns 'already' when the job had finished before (its effects are not applied twice), or when it
+ * belongs to a run of the crawl that a reset ended (layout.startedAt): it changes nothing.
+ */
 export async function finishJob(redis: RedisClient, keys: Keys, layout: CrawlLayout, stage: Stage, id: string, url: string, input: FinishInput = {}): Promise<FinishOutcome> {
   return (await finishJobTaking(redis, keys, layout, stage, id, url, input)).outcome;
 }
@@ -143,6 +146,7 @@ export async function finishInPartition(
       opt(report?.startedAt),
       opt(report?.holdUntil),
       layout.crawlId,
+      layout.startedAt ?? '',
       ...counterArgs,
     ],
   );

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { ConfigError, runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider, type SpiderModuleRef, type RedisClient } from '@crawlfleet/core';
+import { CollectedCrawlError } from './gc.js';
 import { LegacyCrawlError, allPartKeys, layoutOf, type CrawlLayout } from './layout.js';
 
 export { assertCrawlId } from '@crawlfleet/core';
@@ -27,9 +28,14 @@ export function newCrawlId(spiderName: string, now = new Date()): string {
     .replace(/:/g, '-')}`;
 }
 
-export function spiderVersion(spider: Spider, module?: SpiderModuleRef): string {
+/**
+ * What a crawl's workers must reload when it changes: the spider, its code, and the sink (a crawl
+ * seeded again with another `--sink` moves its writers to it).
+ */
+export function spiderVersion(spider: Spider, module?: SpiderModuleRef, sink?: SinkSpec): string {
   const hash = createHash('sha1').update(JSON.stringify(spider));
   if (module) hash.update('\0').update(JSON.stringify(module));
+  if (sink) hash.update('\0sink\0').update(JSON.stringify(storableSinkSpec(sink)));
   return hash.digest('hex').slice(0, 12);
 }
 
@@ -59,7 +65,7 @@ export async function registerCrawl(
     [keys.crawl(crawlId).meta],
     [
       JSON.stringify(spider),
-      spiderVersion(spider, module),
+      spiderVersion(spider, module, sink),
       JSON.stringify(storableSinkSpec(sink)),
       new Date().toISOString(),
       spider.name,
@@ -67,8 +73,12 @@ export async function registerCrawl(
       spider.maxPages ? 1 : parts,
     ],
   );
-  if (created === -1) throw new LegacyCrawlError(crawlId);
-  const layout = { crawlId, parts: keptParts };
+  if (created === -1) {
+    // A meta without partitions: a crawl of the older layout, or one gc collected (its summary).
+    const collectedAt = await redis.hget(keys.crawl(crawlId).meta, 'collectedAt');
+    throw collectedAt ? new CollectedCrawlError(crawlId, collectedAt) : new LegacyCrawlError(crawlId);
+  }
+  const layout = { crawlId, parts: keptParts, startedAt };
   await copyStateToPartitions(redis, keys, layout, { state, version, startedAt });
   await redis.sadd(keys.crawlIndex(), crawlId);
   return { created: created === 1, layout };

@@ -2,6 +2,7 @@ import { STAGES, runScript, type Keys, type PartKeys, type Stage, type RedisClie
 import { countersFromHash, type Counters } from './counters.js';
 import { allPartKeys, layoutOf, type CrawlLayout } from './layout.js';
 import type { CrawlState } from './registry.js';
+import { collectedStatus, type CollectedMark } from './summary.js';
 
 export interface QueueCounts {
   waiting: number;
@@ -46,6 +47,11 @@ export interface CrawlStatus {
   invalidReasons?: Array<{ reason: string; count: number }>;
   startedAt: string;
   finishedAt: string | null;
+  /**
+   * present once gc collected the crawl (an extension of the contract): only its summary is left in
+   * Redis, so its counters are final and its queues, frontier and hosts empty
+   */
+  collected?: CollectedMark;
 }
 
 /** Hosts `status` lists. */
@@ -90,18 +96,22 @@ export function hostBacklog(host: string, waiting: number, packed: string | null
   return { host, waiting, inFlight: i, concurrency: c, delayMs: g, nextTurnInMs: i >= c ? null : Math.max(0, Math.max(n, h) - nowMs) };
 }
 
-/** The status object of CONTRACT.md, read in one round trip per partition (all at once) and one for the crawl. */
+/**
+ * The status object of CONTRACT.md, read in one round trip per partition (all at once) and one for
+ * the crawl; a collected crawl's from its summary alone.
+ */
 export async function getStatus(redis: RedisClient, keys: Keys, crawlId: string): Promise<CrawlStatus | undefined> {
   const k = keys.crawl(crawlId);
   const pipe = redis.pipeline();
-  pipe.hmget(k.meta, 'spiderName', 'state', 'startedAt', 'finishedAt', 'module', 'parts');
+  pipe.hmget(k.meta, 'spiderName', 'state', 'startedAt', 'finishedAt', 'module', 'parts', 'collectedAt');
   pipe.hgetall(k.counters);
   pipe.hgetall(k.invalidReasons);
   pipe.time();
   const results = (await pipe.exec()) ?? [];
   for (const [err] of results) if (err) throw err;
-  const [spiderName, state, startedAt, finishedAt, module, parts] = results[0]![1] as (string | null)[];
+  const [spiderName, state, startedAt, finishedAt, module, parts, collectedAt] = results[0]![1] as (string | null)[];
   if (!state) return undefined;
+  if (collectedAt) return collectedStatus(crawlId, await redis.hgetall(k.meta));
   const layout = layoutOf(crawlId, { state, parts });
   const [seconds, micros] = results[3]![1] as [string, string];
   const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);

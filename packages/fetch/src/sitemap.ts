@@ -1,72 +1,126 @@
-import { gunzipSync } from 'node:zlib';
-import { load } from 'cheerio';
-import { NonRetryableError, type Logger } from '@crawlfleet/core';
+import { NonRetryableError, type Logger, type Spider } from '@crawlfleet/core';
 import { fetchPage, type FetchSettings } from './http-client.js';
 import type { Lookup } from './address-guard.js';
+import { SITEMAP_MAX_BYTES, readSitemap, slices } from './sitemap-reader.js';
 
-/** The sitemaps protocol's own limits: 50,000 URLs and 50 MB (uncompressed) per file. */
-export const SITEMAP_MAX_BYTES = 50 * 1024 * 1024;
-/** Index nesting beyond this is refused: a sitemap index must list sitemaps, not indexes of indexes of... */
-const MAX_INDEX_DEPTH = 3;
+export { SITEMAP_MAX_BYTES, readSitemap, sitemapLastmod, type SitemapItem } from './sitemap-reader.js';
 
-export type SitemapDocument = { kind: 'index'; sitemaps: string[] } | { kind: 'urlset'; urls: string[] } | { kind: 'robots'; sitemaps: string[] };
+/** The spider's limits that bound a sitemap walk (issue #19). */
+export type SitemapBound = 'maxSitemapDepth' | 'maxSitemapFiles' | 'maxSitemapUrls';
 
-/** Pure: a sitemap body as fetched (gzip or not) to its text, capped. */
-export function sitemapText(body: Buffer): string {
-  const gzipped = body.length > 2 && body[0] === 0x1f && body[1] === 0x8b;
-  return (gzipped ? gunzipSync(body, { maxOutputLength: SITEMAP_MAX_BYTES }) : body).toString('utf8');
+/** What a walk needs of a spider: how to fetch, and its sitemap bounds. */
+export interface SitemapSettings extends FetchSettings {
+  limits: FetchSettings['limits'] & Pick<Spider['limits'], SitemapBound>;
 }
 
-/**
- * Pure: what a sitemap document lists. A `<sitemapindex>` lists sitemaps, a `<urlset>` lists page
- * URLs, and a robots.txt lists sitemaps in its `Sitemap:` lines.
- */
-export function parseSitemap(text: string, url: string): SitemapDocument {
-  if (new URL(url).pathname === '/robots.txt') {
-    const sitemaps = [...text.matchAll(/^\s*sitemap\s*:\s*(\S+)/gim)].map((m) => m[1]!);
-    return { kind: 'robots', sitemaps };
-  }
-  const $ = load(text, { xml: true });
-  const locs = (selector: string) =>
-    $(selector)
-      .map((_, el) => $(el).text().trim())
-      .get()
-      .filter((s) => s.length > 0);
-  if ($('sitemapindex').length > 0) return { kind: 'index', sitemaps: locs('sitemapindex > sitemap > loc') };
-  if ($('urlset').length > 0) return { kind: 'urlset', urls: locs('urlset > url > loc') };
-  throw new NonRetryableError('ERR_SITEMAP', `${url} is neither a sitemap index nor a urlset`);
+/** A page URL a sitemap lists, with its `<lastmod>` (ISO 8601, UTC) when it gave a valid one. */
+export interface SitemapEntry {
+  url: string;
+  lastmod?: string;
+}
+
+/** How far a walk got: files fetched, page URLs taken, and what each bound left out. */
+export interface SitemapWalkStats {
+  files: number;
+  urls: number;
+  /** sitemaps not read, or page URLs not taken, because of each bound: the crawl counts them skipped */
+  skipped: Record<SitemapBound, number>;
+}
+
+export function newSitemapWalkStats(): SitemapWalkStats {
+  return { files: 0, urls: 0, skipped: { maxSitemapDepth: 0, maxSitemapFiles: 0, maxSitemapUrls: 0 } };
+}
+
+/** Pure: everything a walk's bounds left out. */
+export function sitemapSkipped(stats: SitemapWalkStats): number {
+  return stats.skipped.maxSitemapDepth + stats.skipped.maxSitemapFiles + stats.skipped.maxSitemapUrls;
 }
 
 export interface SitemapOptions {
-  spider: FetchSettings;
+  spider: SitemapSettings;
   userAgent: string;
   lookup?: Lookup;
   log?: Logger;
+  /** filled in as the walk goes */
+  stats?: SitemapWalkStats;
 }
 
+const BOUND_WHAT: Record<SitemapBound, string> = {
+  maxSitemapDepth: 'a sitemap listed deeper than',
+  maxSitemapFiles: 'a sitemap listed past',
+  maxSitemapUrls: 'sitemaps and their URLs past',
+};
+
 /**
- * Every page URL reachable from these sitemaps (sitemap indexes, gzip, and the `Sitemap:` lines of a
- * robots.txt given as a sitemap URL), in order, each once. A sitemap that cannot be fetched or read
- * is an error naming it: a seed source that silently yields nothing would look like an empty site.
+ * Streams the page URLs reachable from these sitemaps (sitemap indexes, gzip, text sitemaps and the
+ * `Sitemap:` lines of a robots.txt given as a sitemap URL), in document order, each sitemap read once.
+ * Three bounds end a runaway: `limits.maxSitemapDepth` (an index's child, or a robots.txt's sitemap,
+ * is one level deeper than what lists it), `limits.maxSitemapFiles` and `limits.maxSitemapUrls`.
+ * What goes past one is counted in `stats.skipped` (a sitemap not read counts one; the rest of the file
+ * being read when the URL bound is reached count one each) and logged once as a warning naming the
+ * bound. A sitemap that cannot be fetched or read is an error naming it: a seed source that silently
+ * yields nothing would look like an empty site.
  */
-export async function collectSitemapUrls(sources: string[], options: SitemapOptions): Promise<string[]> {
-  const urls = new Set<string>();
-  const visited = new Set<string>();
-  const limits = { ...options.spider.limits, maxResponseBytes: SITEMAP_MAX_BYTES };
-  const visit = async (url: string, depth: number): Promise<void> => {
-    if (visited.has(url)) return;
-    visited.add(url);
-    if (depth > MAX_INDEX_DEPTH) throw new NonRetryableError('ERR_SITEMAP', `${url}: sitemap indexes nested deeper than ${MAX_INDEX_DEPTH}`);
-    const page = await fetchPage(url, { ...options.spider, limits }, { userAgent: options.userAgent, ...(options.lookup ? { lookup: options.lookup } : {}) });
-    if (page.status < 200 || page.status >= 300) throw new NonRetryableError('ERR_SITEMAP', `${url}: HTTP ${page.status}`);
-    const doc = parseSitemap(sitemapText(page.body), page.url);
-    if (doc.kind === 'urlset') {
-      for (const u of doc.urls) urls.add(u);
-      options.log?.info({ sitemap: url, urls: doc.urls.length, total: urls.size }, 'sitemap read');
-      return;
-    }
-    for (const child of doc.sitemaps) await visit(new URL(child, page.url).href, doc.kind === 'robots' ? depth : depth + 1);
+export async function* sitemapEntries(sources: string[], options: SitemapOptions): AsyncGenerator<SitemapEntry> {
+  const { spider, log } = options;
+  const bounds = spider.limits;
+  const stats = options.stats ?? newSitemapWalkStats();
+  const fetchSettings = { ...spider, limits: { ...spider.limits, maxResponseBytes: SITEMAP_MAX_BYTES } };
+  const warned = new Set<SitemapBound>();
+  const skip = (bound: SitemapBound, sitemap: string) => {
+    stats.skipped[bound]++;
+    if (warned.has(bound)) return;
+    warned.add(bound);
+    log?.warn({ sitemap, bound: `limits.${bound}`, limit: bounds[bound] }, `${BOUND_WHAT[bound]} limits.${bound} (${bounds[bound]}) is skipped`);
   };
-  for (const source of sources) await visit(source, 0);
-  return [...urls];
+  // Every sitemap planned is read once; a file's place is taken when it is listed, so that a deep
+  // chain cannot use up the files of sitemaps listed before it.
+  const planned = new Set<string>();
+  const plan = (url: string, depth: number): { url: string; depth: number }[] => {
+    if (planned.has(url)) return [];
+    const past = depth > bounds.maxSitemapDepth ? 'maxSitemapDepth' : planned.size >= bounds.maxSitemapFiles ? 'maxSitemapFiles' : undefined;
+    if (past) {
+      skip(past, url);
+      return [];
+    }
+    planned.add(url);
+    return [{ url, depth }];
+  };
+  const stack = sources.flatMap((url) => plan(url, 0)).reverse();
+  while (stack.length > 0) {
+    const { url, depth } = stack.pop()!;
+    if (stats.urls >= bounds.maxSitemapUrls) {
+      skip('maxSitemapUrls', url);
+      continue;
+    }
+    stats.files++;
+    const page = await fetchPage(url, fetchSettings, { userAgent: options.userAgent, ...(options.lookup ? { lookup: options.lookup } : {}) });
+    if (page.status < 200 || page.status >= 300) throw new NonRetryableError('ERR_SITEMAP', `${url}: HTTP ${page.status}`, { url });
+    const children: { url: string; depth: number }[] = [];
+    let urls = 0;
+    for await (const item of readSitemap(slices(page.body), page.url)) {
+      if (item.kind === 'sitemap') {
+        const child = childUrl(item.url, page.url);
+        if (child) children.push(...plan(child, depth + 1));
+      } else if (stats.urls < bounds.maxSitemapUrls) {
+        stats.urls++;
+        urls++;
+        yield item.lastmod ? { url: item.url, lastmod: item.lastmod } : { url: item.url };
+      } else skip('maxSitemapUrls', url);
+    }
+    log?.info({ sitemap: url, depth, urls, sitemaps: children.length, total: stats.urls }, 'sitemap read');
+    stack.push(...children.reverse());
+  }
+  if (sitemapSkipped(stats) > 0)
+    log?.warn({ files: stats.files, urls: stats.urls, skipped: stats.skipped }, 'sitemaps cut short by their bounds (limits.maxSitemapDepth, maxSitemapFiles, maxSitemapUrls)');
+}
+
+/** Pure: a listed sitemap's absolute http(s) URL, resolved against the file that lists it; undefined for anything else. */
+function childUrl(listed: string, base: string): string | undefined {
+  try {
+    const url = new URL(listed, base);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -1,4 +1,4 @@
-import { jobId, runScript, urlFingerprint, type PartKeys, type RedisClient } from '@crawlfleet/core';
+import { StaleRunError, jobId, runScript, urlFingerprint, type PartKeys, type RedisClient } from '@crawlfleet/core';
 import type { ScopeVerdict } from './scope.js';
 
 export interface Candidate {
@@ -11,6 +11,8 @@ export interface Candidate {
   referer?: string;
   /** what a code spider's link carries to the hooks of the page it leads to */
   meta?: Record<string, unknown>;
+  /** when the page last changed, as its sitemap's `<lastmod>` says (ISO 8601, UTC, to the second) */
+  lastmod?: string;
 }
 
 export interface Admitted {
@@ -18,6 +20,7 @@ export interface Admitted {
   depth: number;
   redirects?: number;
   meta?: Record<string, unknown>;
+  lastmod?: string;
   jobId: string;
   /** true when first admitted now; false when admitted before and still unfinished */
   isNew: boolean;
@@ -62,6 +65,8 @@ export interface FetchRequest {
   redirects?: number;
   referer?: string;
   meta?: Record<string, unknown>;
+  /** a sitemap's `<lastmod>` for the URL (ISO 8601, UTC, to the second) */
+  lastmod?: string;
 }
 
 /** How far ahead a host's turn may be for its URL to be handed to the fetch stage now. */
@@ -88,15 +93,23 @@ export function frontierTake(window: number, parts = 1, minWindow = 1): Frontier
   return { window: perPart, minBatch: Math.max(1, Math.ceil(perPart / 32)), horizonMs: FRONTIER_HORIZON_MS };
 }
 
+/** Pure: an ISO 8601 instant as whole seconds since 1970 (the frontier's compact lastmod); undefined for anything else. */
+function epochSeconds(iso: string | undefined): number | undefined {
+  const ms = iso === undefined ? Number.NaN : Date.parse(iso);
+  return Number.isNaN(ms) ? undefined : Math.floor(ms / 1000);
+}
+
 /**
  * Pure: what the frontier keeps of a URL, in its host's queue and while it is in flight, to make or
  * rebuild its fetch job: `<depth> <url>`, then, only when there are any, a line of JSON with the rest
- * (x redirects, r referer, m a code spider's link metadata). The URL is canonical, so it holds no
- * space or line break; the take reads it back in Lua to name the job (urlOfRequest in takeReady.lua).
+ * (x redirects, r referer, m a code spider's link metadata, l a sitemap's lastmod in epoch seconds).
+ * The URL is canonical, so it holds no space or line break; the take reads it back in Lua to name the
+ * job (urlOfRequest in takeReady.lua).
  */
 export function encodeRequest(c: FetchRequest): string {
   const head = `${c.depth} ${c.url}`;
-  const rest = { ...(c.redirects ? { x: c.redirects } : {}), ...(c.referer ? { r: c.referer } : {}), ...(c.meta ? { m: c.meta } : {}) };
+  const lastmod = epochSeconds(c.lastmod);
+  const rest = { ...(c.redirects ? { x: c.redirects } : {}), ...(c.referer ? { r: c.referer } : {}), ...(c.meta ? { m: c.meta } : {}), ...(lastmod !== undefined ? { l: lastmod } : {}) };
   return Object.keys(rest).length > 0 ? `${head}\n${JSON.stringify(rest)}` : head;
 }
 
@@ -122,7 +135,7 @@ export function queuedRequest(request: string, host: string): string {
 export function decodeRequest(text: string | null | undefined): FetchRequest | undefined {
   if (!text) return undefined;
   try {
-    let r: { u?: unknown; d?: unknown; x?: unknown; r?: unknown; m?: unknown };
+    let r: { u?: unknown; d?: unknown; x?: unknown; r?: unknown; m?: unknown; l?: unknown };
     if (text.startsWith('{')) r = JSON.parse(text);
     else {
       const m = /^(\d+) (\S+)(?:\n(.*))?$/s.exec(text);
@@ -131,7 +144,8 @@ export function decodeRequest(text: string | null | undefined): FetchRequest | u
     }
     if (typeof r.u !== 'string' || typeof r.d !== 'number') return undefined;
     const meta = typeof r.m === 'object' && r.m !== null && !Array.isArray(r.m) ? { meta: r.m as Record<string, unknown> } : {};
-    return { url: r.u, depth: r.d, ...(typeof r.x === 'number' ? { redirects: r.x } : {}), ...(typeof r.r === 'string' ? { referer: r.r } : {}), ...meta };
+    const lastmod = typeof r.l === 'number' && Number.isFinite(r.l) ? { lastmod: new Date(r.l * 1000).toISOString() } : {};
+    return { url: r.u, depth: r.d, ...(typeof r.x === 'number' ? { redirects: r.x } : {}), ...(typeof r.r === 'string' ? { referer: r.r } : {}), ...meta, ...lastmod };
   } catch {
     return undefined;
   }
@@ -185,7 +199,7 @@ export interface AdmissionPolicy {
  * feeds the fetch stage from the partition's ready hosts. Every candidate must belong to this
  * partition (its host's), and appear once (uniqueCandidates).
  */
-export async function admitToPartition(redis: RedisClient, k: PartKeys, crawlId: string, candidates: readonly Candidate[], policy: AdmissionPolicy, take: FrontierTake): Promise<Admission> {
+export async function admitToPartition(redis: RedisClient, k: PartKeys, crawlId: string, candidates: readonly Candidate[], policy: AdmissionPolicy, take: FrontierTake, run = ''): Promise<Admission> {
   if (candidates.length === 0) return { admitted: [], taken: [], skipped: 0 };
   const byHost = new Map<string, Candidate[]>();
   for (const c of candidates) {
@@ -194,7 +208,7 @@ export async function admitToPartition(redis: RedisClient, k: PartKeys, crawlId:
     if (list) list.push(c);
     else byHost.set(host, [c]);
   }
-  const args: (string | number)[] = [policy.maxPages ?? 0, policy.maxPagesPerHost ?? 0, take.window, take.minBatch, take.horizonMs, k.urlBucket, k.hostQueue, crawlId];
+  const args: (string | number)[] = [policy.maxPages ?? 0, policy.maxPagesPerHost ?? 0, take.window, take.minBatch, take.horizonMs, k.urlBucket, k.hostQueue, crawlId, run];
   const order: { c: Candidate; id: string }[] = [];
   for (const [host, list] of byHost) {
     const limits = policy.hostLimits(host);
@@ -205,11 +219,26 @@ export async function admitToPartition(redis: RedisClient, k: PartKeys, crawlId:
       args.push(fp, c.verdict === 'admit' ? `a${queuedRequest(encodeRequest(c), host)}` : VERDICT_CODE[c.verdict]);
     }
   }
-  const [codes, skipped, taken] = await runScript<[number[], number, string[]]>(redis, 'admitUrls', [k.part, k.counters, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog], args);
+  const [codes, skipped, taken, stale] = await runScript<[number[], number, string[], number?]>(
+    redis,
+    'admitUrls',
+    [k.part, k.counters, k.pending.fetch, k.requests, k.hosts, k.ready, k.backlog],
+    args,
+  );
+  if (stale === 1) throw new StaleRunError(crawlId, run);
   const out: Admitted[] = [];
   order.forEach(({ c, id }, i) => {
     const code = codes[i];
-    if (code === 1 || code === 2) out.push({ url: c.url, depth: c.depth, ...(c.redirects ? { redirects: c.redirects } : {}), ...(c.meta ? { meta: c.meta } : {}), jobId: id, isNew: code === 1 });
+    if (code === 1 || code === 2)
+      out.push({
+        url: c.url,
+        depth: c.depth,
+        ...(c.redirects ? { redirects: c.redirects } : {}),
+        ...(c.meta ? { meta: c.meta } : {}),
+        ...(c.lastmod ? { lastmod: c.lastmod } : {}),
+        jobId: id,
+        isNew: code === 1,
+      });
   });
   return { admitted: out, taken: takenRequests(taken), skipped };
 }

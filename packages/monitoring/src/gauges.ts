@@ -1,6 +1,6 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Keys, Queues, Stage, RedisClient } from '@crawlfleet/core';
-import { COUNTER_NAMES, frontierBacklog, getStatus, listCrawlIds } from '@crawlfleet/crawl';
+import { COUNTER_NAMES, frontierBacklog, getStatus, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
 
 /** The fetch backlog's frontier part, for registerQueueGauges. */
 export const frontierOf = (redis: RedisClient, keys: Keys) => () => frontierBacklog(redis, keys);
@@ -47,12 +47,45 @@ export function registerQueueGauges(registry: Registry, queues: Partial<Queues>,
   });
 }
 
-/** Every crawl's status counters and state, read from Redis at each scrape (exact, fleet-wide). */
-export function registerCrawlGauges(registry: Registry, redis: RedisClient, keys: Keys): void {
-  const statuses = async () => (await Promise.all((await listCrawlIds(redis, keys)).map((id) => getStatus(redis, keys, id)))).filter((s) => s !== undefined);
+/** How long a finished crawl stays in the crawl gauges by default (METRICS_FINISHED_SECONDS): a few scrapes record its final counters. */
+export const FINISHED_CRAWL_METRICS_MS = 300_000;
+
+/**
+ * Pure: whether the crawl gauges export a crawl: while it runs or is paused, and for `finishedMs`
+ * after it finished (so that a scrape records its final counters); never once gc collected it. The
+ * `crawl` label then holds the live crawls, not the fleet's history.
+ */
+export function exportsCrawl(meta: { state?: string | null; finishedAt?: string | null; collectedAt?: string | null }, nowMs: number, finishedMs: number): boolean {
+  if (meta.collectedAt || !meta.state) return false;
+  if (meta.state === 'running' || meta.state === 'paused') return true;
+  const finished = Date.parse(meta.finishedAt ?? '');
+  return Number.isFinite(finished) && nowMs - finished <= finishedMs;
+}
+
+/**
+ * The status counters and state of the crawls that run or are paused, or finished within
+ * `finishedMs` (exportsCrawl), read from Redis at each scrape (exact, fleet-wide). The two gauges
+ * of one scrape share one read.
+ */
+export function registerCrawlGauges(registry: Registry, redis: RedisClient, keys: Keys, finishedMs = FINISHED_CRAWL_METRICS_MS): void {
+  const read = async () => {
+    const ids = await listCrawlIds(redis, keys);
+    const metas = await Promise.all(ids.map((id) => redis.hmget(keys.crawl(id).meta, 'state', 'finishedAt', 'collectedAt')));
+    const now = Date.now();
+    const exported = ids.filter((_, i) => {
+      const [state, finishedAt, collectedAt] = metas[i]!;
+      return exportsCrawl({ state, finishedAt, collectedAt }, now, finishedMs);
+    });
+    return (await Promise.all(exported.map((id) => getStatus(redis, keys, id)))).filter((s) => s !== undefined && !s.collected) as CrawlStatus[];
+  };
+  let last: { at: number; statuses: Promise<CrawlStatus[]> } | undefined;
+  const statuses = () => {
+    if (!last || Date.now() - last.at > 1000) last = { at: Date.now(), statuses: read() };
+    return last.statuses;
+  };
   new Gauge({
     name: 'crawlfleet_crawl_counter',
-    help: "a crawl's status counter, as `status` shows it",
+    help: "a crawl's status counter, as `status` shows it (running and paused crawls, and for METRICS_FINISHED_SECONDS after a crawl finished)",
     labelNames: ['crawl', 'spider', 'counter'],
     registers: [registry],
     async collect() {
@@ -62,7 +95,7 @@ export function registerCrawlGauges(registry: Registry, redis: RedisClient, keys
   });
   new Gauge({
     name: 'crawlfleet_crawl_running',
-    help: '1 while the crawl runs, 0 once it is paused, done, failed or cancelled',
+    help: '1 while the crawl runs, 0 while it is paused and for METRICS_FINISHED_SECONDS after it finished (done, failed or cancelled)',
     labelNames: ['crawl', 'state'],
     registers: [registry],
     async collect() {

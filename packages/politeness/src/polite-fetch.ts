@@ -168,7 +168,6 @@ export class PoliteFetcher {
       probeAfterMs: FIRST_PROBE_AFTER_MS,
       maxHoldMs: spider.retry.maxRetryAfterMs,
     });
-    if (proxyFault) await this.pool.noteFailure(proxy!.id, input.url);
     if (banned) {
       this.pool.invalidate();
       this.log.warn({ proxy: proxy!.label, banAfterFailures: spider.proxies.banAfterFailures }, 'proxy banned after repeated failures; probing it in the background');

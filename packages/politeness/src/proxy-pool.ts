@@ -29,8 +29,8 @@ export interface ProbeOptions {
   intervalMs: number;
   /** the first probe of a banned proxy comes this long after the ban; later ones back off */
   firstAfterMs: number;
-  /** does this proxy carry a request again? */
-  probe: (entry: ProxyEntry, agents: Agents, url: string) => Promise<boolean>;
+  /** does this proxy carry a request again? (proxy-probe.ts: never to a URL a crawled page chose) */
+  probe: (entry: ProxyEntry, agents: Agents) => Promise<boolean>;
 }
 
 /**
@@ -94,11 +94,6 @@ export class ProxyPool {
     this.cached = undefined;
   }
 
-  /** Where a probe of this proxy should go: the origin it last failed on. */
-  async noteFailure(id: string, url: string): Promise<void> {
-    await this.redis.hset(this.keys.polite().proxy(id), 'probeUrl', `${new URL(url).origin}/robots.txt`);
-  }
-
   startProbing(options: ProbeOptions): void {
     if (this.entries.length === 0) return;
     const tick = async () => {
@@ -129,8 +124,11 @@ export class ProxyPool {
       if (!health.banned || (health.probeAt ?? 0) > now) continue;
       if ((await this.redis.set(k.probeLock(health.id), '1', 'PX', 30_000, 'NX')) !== 'OK') continue;
       const entry = this.entries.find((e) => e.id === health.id)!;
-      const url = (await this.redis.hget(k.proxy(health.id), 'probeUrl')) ?? undefined;
-      const alive = url ? await options.probe(entry, this.agents(entry.id), url).catch(() => false) : false;
+      let failure: string | undefined;
+      const alive = await options.probe(entry, this.agents(entry.id)).catch((err: { code?: string; message?: string }) => {
+        failure = `${err.code ? `${err.code}: ` : ''}${err.message ?? String(err)}`;
+        return false;
+      });
       if (alive) {
         await this.redis.hset(k.proxy(health.id), { banned: '0', consec: '0', probeAt: '', recoveredAt: String(Date.now()) });
         this.log.info({ proxy: entry.label }, 'proxy recovered: back in rotation');
@@ -138,7 +136,7 @@ export class ProxyPool {
         const bannedFor = now - Number((await this.redis.hget(k.proxy(health.id), 'bannedAt')) ?? now);
         const next = Math.min(Math.max(options.firstAfterMs, bannedFor), 60_000);
         await this.redis.hset(k.proxy(health.id), 'probeAt', String(Date.now() + next));
-        this.log.debug({ proxy: entry.label, retryInMs: next }, 'proxy still down');
+        this.log.debug({ proxy: entry.label, retryInMs: next, ...(failure ? { reason: failure } : {}) }, 'proxy still down');
       }
       await this.redis.del(k.probeLock(health.id));
       this.invalidate();

@@ -1,6 +1,7 @@
 import { ConfigError, Keys, SpiderModules, closeQueues, connectRedis, createLogger, createQueues, loadEnv, type Env, type Logger, type Queues, type RedisClient } from '@crawlfleet/core';
 import { CrawlCache, unfinishedLegacyCrawls } from '@crawlfleet/crawl';
 import { FleetMetrics } from '@crawlfleet/monitoring';
+import { connectRedisAtStartup } from './redis-startup.js';
 
 /** What every stage needs: configuration, one command connection, the queues, the crawl cache. */
 export interface FleetContext {
@@ -17,10 +18,22 @@ export interface FleetContext {
   close(): Promise<void>;
 }
 
-export async function createFleetContext(options: { env?: Env; log?: Logger; name?: string; metrics?: FleetMetrics } = {}): Promise<FleetContext> {
+export interface FleetContextOptions {
+  env?: Env;
+  log?: Logger;
+  name?: string;
+  metrics?: FleetMetrics;
+  /**
+   * a long-running process (a worker, the dashboard): wait for Redis at start-up, for
+   * REDIS_STARTUP_TIMEOUT_MS; short commands fail at once
+   */
+  waitForRedis?: boolean;
+}
+
+export async function createFleetContext(options: FleetContextOptions = {}): Promise<FleetContext> {
   const env = options.env ?? loadEnv();
   const log = options.log ?? createLogger({ level: env.logLevel, name: options.name ?? 'crawlfleet' });
-  const redis = await connectRedis(env.redisUrl, log);
+  const redis = options.waitForRedis ? await connectRedisAtStartup(env.redisUrl, log, { timeoutMs: env.redisStartupTimeoutMs }) : await connectRedis(env.redisUrl, log);
   const keys = new Keys(env.queuePrefix);
   const queues = createQueues(redis, keys);
   let closed = false;
@@ -32,7 +45,7 @@ export async function createFleetContext(options: { env?: Env; log?: Logger; nam
     keys,
     queues,
     crawls: new CrawlCache(redis, keys),
-    spiderModules: new SpiderModules(),
+    spiderModules: new SpiderModules(5000, env.spiderDeployWaitMs),
     // Made on first use: short commands (status, seed) never pay for the default collectors.
     get metrics() {
       metrics ??= new FleetMetrics({ process: options.name ?? 'crawlfleet' });

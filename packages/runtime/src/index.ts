@@ -1,4 +1,5 @@
 export * from './context.js';
+export * from './redis-startup.js';
 export * from './stage-worker.js';
 export * from './backpressure.js';
 export * from './shutdown.js';

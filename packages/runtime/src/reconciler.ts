@@ -1,6 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { STAGES, errorMessage, type Stage } from '@crawlfleet/core';
-import { allPartKeys, crawlTake, endLapsedInjections, layoutOf, loadCrawl, promoteParked, reconcileCrawl, settleCrawl, takeFromFrontier, type CrawlLayout } from '@crawlfleet/crawl';
+import {
+  allPartKeys,
+  collectFinishedCrawls,
+  crawlTake,
+  endLapsedInjections,
+  layoutOf,
+  loadCrawl,
+  promoteParked,
+  reconcileCrawl,
+  settleCrawl,
+  takeFromFrontier,
+  type CrawlLayout,
+} from '@crawlfleet/crawl';
 import type { FleetContext } from './context.js';
 
 /**
@@ -14,6 +26,7 @@ import type { FleetContext } from './context.js';
  * lease lapsed), promotes jobs still parked from a pause (a resume that died half-way), and feeds
  * the fetch stage from partitions whose window has room and whose frontier holds URLs: a host whose
  * turn was too far ahead when the last take ran, or a fetcher that died after a take.
+ * Last, it collects up to GC_CRAWLS_PER_ROUND crawls that finished longer than CRAWL_RETENTION ago.
  */
 export function startReconciler(ctx: FleetContext, options: { intervalMs?: number; graceMs?: number } = {}): () => void {
   const intervalMs = options.intervalMs ?? ctx.env.reconcileIntervalMs;
@@ -98,12 +111,15 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
     const pending = crawls.filter((c) => c.state === 'running' || c.state === 'paused').reduce((n, c) => n + c.pending[stage], 0);
     if (pending > live) short.add(stage);
   }
-  const now = Date.now();
+  // Redis's clock, which every process of the fleet shares: the reconciler's lock moves between
+  // machines, and the times it keeps (a crawl's last progress) are read on another one later.
+  const [seconds, micros] = await redis.time();
+  const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   for (const c of crawls) {
     if (c.state !== 'running') continue;
     const crawlId = c.layout.crawlId;
     if (c.seeding > 0) {
-      const ended = await endLapsedInjections(redis, keys, c.layout, now);
+      const ended = await endLapsedInjections(redis, keys, c.layout);
       if (ended > 0) ctx.log.warn({ crawlId, ended }, 'reconciler: ended seeding runs or replays whose process died');
     }
     if (c.parked > 0) {
@@ -142,4 +158,19 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
   const recorded = await redis.hkeys(lock.progress);
   const stale = recorded.filter((id) => !running.has(id));
   if (stale.length > 0) await redis.hdel(lock.progress, ...stale);
+  if (ctx.env.crawlRetentionMs !== undefined) await collectExpiredCrawls(ctx, now - ctx.env.crawlRetentionMs);
+}
+
+/** Crawls a round collects at most: the round stays short, and the next one takes the rest. */
+const GC_CRAWLS_PER_ROUND = 20;
+
+/** Retention without an operator: finished crawls past CRAWL_RETENTION leave Redis but for their summary (crawl's gc.ts). */
+async function collectExpiredCrawls(ctx: FleetContext, finishedBefore: number): Promise<void> {
+  const report = await collectFinishedCrawls(ctx.redis, ctx.keys, ctx.queues, { finishedBefore: new Date(finishedBefore), limit: GC_CRAWLS_PER_ROUND });
+  for (const c of report.collected) {
+    ctx.log.info(
+      { crawlId: c.crawlId, state: c.state, finishedAt: c.finishedAt, keys: c.keys, jobs: c.jobs },
+      'reconciler: collected a crawl finished longer than CRAWL_RETENTION ago (its summary stays)',
+    );
+  }
 }

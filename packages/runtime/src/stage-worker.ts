@@ -1,5 +1,18 @@
 import { DelayedError, UnrecoverableError, Worker, type Job, type JobsOptions } from 'bullmq';
-import { JOB_HISTORY, NonRetryableError, RetryableError, errorMessage, fingerprintOfJob, retryDelay, validateJob, type JobByStage, type LoadedSpiderModule, type Stage } from '@crawlfleet/core';
+import {
+  JOB_HISTORY,
+  NonRetryableError,
+  RetryableError,
+  SpiderVersionPending,
+  StaleRunError,
+  errorMessage,
+  fingerprintOfJob,
+  retryDelay,
+  validateJob,
+  type JobByStage,
+  type LoadedSpiderModule,
+  type Stage,
+} from '@crawlfleet/core';
 import {
   STAGE_DONE_STATE,
   deadLetterData,
@@ -15,6 +28,7 @@ import {
   type CrawlRecord,
   type FinishInput,
 } from '@crawlfleet/crawl';
+import { holdBackWaitMs, type CrawlBacklogs } from './backpressure.js';
 import type { FleetContext } from './context.js';
 
 /** The next stage's job for a URL: made pending by the job's finish, then added to its queue. */
@@ -57,6 +71,8 @@ export interface StageWorkerOptions<S extends Stage> {
   defaultAttempts?: number;
   /** the stage runs a code spider's hooks: its jobs load the crawl's module, and a wrong version is dead-lettered */
   runsHooks?: boolean;
+  /** a crawl with more jobs than this in the next stage is held back: its jobs here wait (CrawlBacklogs) */
+  holdBack?: CrawlBacklogs;
 }
 
 /**
@@ -149,6 +165,13 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     // Every start of a job counts in attemptsStarted; only failures count in attemptsMade.
     const deferrals = Math.max(0, (job.attemptsStarted ?? 1) - job.attemptsMade - 1);
     try {
+      const backlog = options.holdBack ? await options.holdBack.over(crawl) : undefined;
+      if (backlog !== undefined) {
+        throw new DeferError(
+          holdBackWaitMs(deferrals),
+          `crawl ${data.crawlId} has ${backlog} ${options.holdBack!.downstream} jobs waiting (over ${options.holdBack!.highWater}): held back until they drain`,
+        );
+      }
       const spiderModule = options.runsHooks && crawl.module ? await ctx.spiderModules.get(crawl.module) : undefined;
       const result = await handler({
         job,
@@ -172,7 +195,12 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       await enqueueFetches(ctx.queues, data.crawlId, crawl.spider, taken);
     } catch (err) {
       if (err instanceof DelayedError) throw err;
-      if (err instanceof DeferError) {
+      if (err instanceof StaleRunError) {
+        // The crawl was reset under this job: its run is over, and the job ends with nothing recorded.
+        log.info({ stage, url: data.url, crawlId: data.crawlId }, err.message);
+        return;
+      }
+      if (err instanceof DeferError || err instanceof SpiderVersionPending) {
         // Parked in BullMQ's delayed set: the slot is free at once, and no attempt is used up.
         if (await delayJob(redis, keys, crawl, stage, id, data.url, 'deferred')) metrics.count({ deferred: 1 });
         await job.moveToDelayed(Date.now() + err.waitMs, token);

@@ -46,7 +46,7 @@ export interface Page {
   /** the URL that was requested */
   requestedUrl: string;
   status: number;
-  /** response headers, lower-case names */
+  /** response headers, lower-case names; without Set-Cookie and other credential headers (docs/spider-format.md) */
   headers: Readonly<Record<string, string>>;
   contentType: string;
   /** the body decoded as a browser decodes it */

@@ -1,16 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { type FileHandle, link, open, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { type ProcessIdentity, processIsGone, readProcessIdentity } from './process-identity.js';
 
 /** Who holds a lock file: written into it when taken. */
 export interface LockOwner {
+  /** pid and host name, for a person reading the file or an error message: never trusted (see lockIsStale) */
   pid: number;
   host: string;
-  /** when the owner's process started (ms): tells a restarted container's process from its predecessor of the same pid */
-  started: number;
   token: string;
   /** when it was taken (ISO), for a person reading the file */
   since: string;
+  /** the owner as its kernel knows it, where it could tell (Linux) */
+  process?: ProcessIdentity;
 }
 
 export interface LockSeen {
@@ -21,36 +23,36 @@ export interface LockSeen {
 }
 
 /**
- * Whether a lock file seen now may be taken over: its owner's process is gone (same host, and no
- * such pid, or the pid is this process's but the owner started at another time: a container
- * restarted after a crash runs as the same pid), or the owner has not renewed it for `staleMs`
- * (another host, or a hung process).
+ * Whether a lock file seen now may be taken over. Its owner renews it (its mtime) every `staleMs / 3`,
+ * so it is stale once not renewed for `staleMs`, whoever and wherever the owner was: that holds
+ * across hosts, containers and pid namespaces. Sooner only when the owner is proven gone: it ran in
+ * this process's pid namespace of this kernel boot (`here.process`), and `isGone` finds no live
+ * process with its pid and start time. A host name and a pid alone prove nothing: containers with
+ * one host name (`--network host`, `hostNetwork`, an explicit `hostname:`) each have a pid 1, and
+ * another namespace's pids are not ours to look up.
  */
-export function lockIsStale(seen: LockSeen, now: number, staleMs: number, here: { host: string; pid: number; started: number; isAlive: (pid: number) => boolean }): boolean {
+export function lockIsStale(seen: LockSeen, now: number, staleMs: number, here: { process: ProcessIdentity | undefined; isGone: (owner: ProcessIdentity) => boolean }): boolean {
   if (now - seen.mtimeMs > staleMs) return true;
-  const owner = seen.owner;
-  if (owner === undefined || owner.host !== here.host) return false;
-  if (owner.pid === here.pid) return owner.started !== here.started;
-  return !here.isAlive(owner.pid);
+  const owner = seen.owner?.process;
+  if (owner === undefined || here.process === undefined) return false;
+  if (owner.boot !== here.process.boot || owner.pidNs !== here.process.pidNs) return false;
+  return here.isGone(owner);
 }
 
-/** When this process started (ms), the same for every lock it takes. */
-const PROCESS_STARTED = Math.round(Date.now() - process.uptime() * 1000);
+/** This process as its kernel knows it, the same for every lock it takes. */
+const THIS_PROCESS = readProcessIdentity();
 
-function processIsAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists, under another user
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
+function isIdentity(value: unknown): value is ProcessIdentity {
+  const p = value as Partial<ProcessIdentity> | undefined;
+  return typeof p === 'object' && p !== null && typeof p.boot === 'string' && typeof p.pidNs === 'string' && Number.isSafeInteger(p.pid) && Number.isSafeInteger(p.startTicks);
 }
 
 function parseOwner(text: string): LockOwner | undefined {
   try {
     const value = JSON.parse(text) as Partial<LockOwner>;
-    return typeof value.pid === 'number' && typeof value.host === 'string' && typeof value.token === 'string' && typeof value.started === 'number' ? (value as LockOwner) : undefined;
+    if (typeof value.pid !== 'number' || typeof value.host !== 'string' || typeof value.token !== 'string') return undefined;
+    const { process: identity, ...owner } = value as LockOwner;
+    return isIdentity(identity) ? { ...owner, process: identity } : owner;
   } catch {
     return undefined;
   }
@@ -61,10 +63,11 @@ function isCode(err: unknown, code: string): boolean {
 }
 
 /**
- * A lock file next to a data file (`<path>.lock`) that keeps it to one writer across processes and
- * hosts that share the file system. It holds the owner's pid, host and a token; the owner renews
- * its mtime while it holds it. A lock whose owner died on this host is taken over at once, one not
- * renewed for `staleMs` after that long.
+ * A lock file next to a data file (`<path>.lock`) that keeps it to one writer across processes,
+ * containers and hosts that share the file system. It holds a token, the owner's identity (see
+ * lockIsStale) and, for people, its pid and host; the owner renews its mtime every `staleMs / 3`
+ * while it holds it. A lock not renewed for `staleMs` is taken over (its owner was killed, hung, or
+ * its host went away); one whose owner is proven gone in this pid namespace, at once.
  *
  * Taking over renames the stale file aside first (rename is atomic, so of two processes taking over
  * the same stale lock only one moves it); the one that finds it moved a fresh lock instead puts it
@@ -82,7 +85,7 @@ export class FileLock {
     private readonly staleMs: number,
   ) {
     this.path = `${dataPath}.lock`;
-    this.me = { pid: process.pid, host: hostname(), started: PROCESS_STARTED, token: randomUUID(), since: '' };
+    this.me = { pid: process.pid, host: hostname(), token: randomUUID(), since: '', ...(THIS_PROCESS ? { process: THIS_PROCESS } : {}) };
   }
 
   /** Takes the lock if it is free or stale; false when another live writer holds it. */
@@ -90,7 +93,7 @@ export class FileLock {
     if (await this.create()) return this.taken();
     const seen = await this.look();
     if (!seen) return (await this.create()) && this.taken(); // released meanwhile
-    if (!lockIsStale(seen, Date.now(), this.staleMs, { ...this.me, isAlive: processIsAlive })) return false;
+    if (!lockIsStale(seen, Date.now(), this.staleMs, { process: THIS_PROCESS, isGone: (owner) => processIsGone(owner) })) return false;
     if (!(await this.removeStale(seen))) return false;
     return (await this.create()) && this.taken();
   }

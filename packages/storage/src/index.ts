@@ -3,6 +3,7 @@ export * from './sink.js';
 export * from './formats.js';
 export * from './file-sink.js';
 export * from './file-lock.js';
+export * from './process-identity.js';
 export * from './identity-index.js';
 export * from './record-splitter.js';
 export * from './open-sink.js';

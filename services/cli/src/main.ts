@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 import { Command, Option } from 'commander';
 import { assertCrawlId, errorMessage, redactUrl } from '@crawlfleet/core/light';
-import { CONTROL_ACTIONS, INIT_FORMATS, nonNegativeInt, positiveInt } from './arguments.js';
+import { CONTROL_ACTIONS, INIT_FORMATS, finishedBefore, nonNegativeInt, positiveInt } from './arguments.js';
 import type { crawlCommand } from './commands/crawl.js';
 import type { controlCommand } from './commands/control.js';
 import type { dashboardCommand } from './commands/dashboard.js';
 import type { deadLettersCommand, replayCommand } from './commands/dead-letters.js';
 import type { exportCommand } from './commands/export.js';
+import type { gcCommand } from './commands/gc.js';
 import type { initCommand } from './commands/init.js';
 import type { monitorCommand } from './commands/monitor.js';
 import type { seedCommand } from './commands/seed.js';
@@ -175,6 +176,20 @@ program
       'Exit 1 when no response came (network error, an address the SSRF guard refuses), 2 for a bad URL or spider.\n',
   )
   .action(run(async (url: string, opts: Parameters<typeof shellCommand>[1]) => (await import('./commands/shell.js')).shellCommand(url, opts)));
+
+program
+  .command('gc')
+  .description('remove the finished crawls past the retention from Redis, keeping a summary of each that status shows')
+  .addOption(
+    new Option('--finished-before <duration>', 'collect the crawls that finished longer ago than this (7d, 36h, 90m) or before this moment (ISO 8601); default: CRAWL_RETENTION (7d)').argParser(
+      finishedBefore,
+    ),
+  )
+  .option('--dry-run', 'list the crawls that would be collected; change nothing')
+  .option('--json', 'one JSON document on stdout')
+  .option('--quiet', 'only the total line')
+  .addOption(redisOption())
+  .action(run(async (opts: Parameters<typeof gcCommand>[0]) => (await import('./commands/gc.js')).gcCommand(opts)));
 
 for (const action of CONTROL_ACTIONS) {
   const what = { pause: 'pause a crawl', resume: 'resume a paused crawl', cancel: 'cancel a crawl', reset: "forget a crawl's queue, dedup state and counters (items stay)" }[action];

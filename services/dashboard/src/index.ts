@@ -9,8 +9,10 @@ import { frontierOf, healthHandler, listenOn, registerCrawlGauges, registerProxy
 import { proxyView, readProxyHealth } from '@crawlfleet/politeness';
 import type { FleetContext } from '@crawlfleet/runtime';
 import { authorized, dashboardAccess } from './access.js';
+import { hostRule, refusal } from './host-guard.js';
 
 export { authorized, dashboardAccess, isLoopbackHost } from './access.js';
+export { hostName, hostRule, isAllowedHost, isAllowedOrigin, refusal, type HostRule } from './host-guard.js';
 
 export interface DashboardOptions {
   host: string;
@@ -28,12 +30,14 @@ export interface RunningDashboard {
  * `crawlfleet dashboard`: Bull Board for the fetch, parse and write queues at `/`, the status objects
  * at `/api/crawls`, the fleet's Prometheus metrics at `/metrics` (queues, crawls, proxies), and
  * `/healthz` and `/readyz`, which alone need no credentials (probes; they tell nothing of the crawls).
+ * Every other request must be for a Host the dashboard answers, and a change must come from its own
+ * pages (host-guard.ts: DNS rebinding, cross-site requests).
  */
 export async function startDashboard(ctx: FleetContext, options: DashboardOptions): Promise<RunningDashboard> {
   const credentials = dashboardAccess(options.host, ctx.env.dashboardUser, ctx.env.dashboardPassword);
   const { registry } = ctx.metrics;
   registerQueueGauges(registry, ctx.queues, frontierOf(ctx.redis, ctx.keys));
-  registerCrawlGauges(registry, ctx.redis, ctx.keys);
+  registerCrawlGauges(registry, ctx.redis, ctx.keys, ctx.env.metricsFinishedMs);
   registerProxyGauges(registry, async () => {
     const now = Date.now();
     return (await readProxyHealth(ctx.redis, ctx.keys)).map((h) => proxyView(h, now));
@@ -43,6 +47,13 @@ export async function startDashboard(ctx: FleetContext, options: DashboardOption
   const app = express();
   app.disable('x-powered-by');
   app.get(['/healthz', '/readyz'], (req, res, next) => void health.handle(req, res).then((done) => done || next(), next));
+  const rule = hostRule(options.host, ctx.env.dashboardAllowedHosts, credentials !== undefined);
+  app.use((req, res, next) => {
+    const refused = refusal({ method: req.method, host: req.headers.host, origin: req.headers.origin }, rule);
+    if (refused === undefined) return next();
+    ctx.log.debug({ method: req.method, path: req.path, host: req.headers.host, origin: req.headers.origin }, 'dashboard: request refused (Host or Origin)');
+    res.status(403).type('text/plain').send(refused);
+  });
   if (credentials) {
     app.use((req, res, next) => {
       if (authorized(req.headers.authorization, credentials)) return next();

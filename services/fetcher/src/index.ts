@@ -1,18 +1,15 @@
 import { RetryableError, errorMessage, jobId, type FetchJob } from '@crawlfleet/core';
-import { admitAndEnqueue, crawlTake, parkedJobs, partKeysOfUrl } from '@crawlfleet/crawl';
-import { UserAgentRotation, encodeBody, fetchPage, flatHeaders, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
+import { admitAndEnqueue, crawlTake, partKeysOfUrl } from '@crawlfleet/crawl';
+import { UserAgentRotation, encodeBody, flatHeaders, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, scopeVerdict } from '@crawlfleet/frontier';
-import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, type ProxyEntry } from '@crawlfleet/politeness';
-import { DeferError, GiveUpError, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, proxyProbe, type ProxyEntry } from '@crawlfleet/politeness';
+import { DeferError, GiveUpError, CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
 export interface FetcherOptions {
   concurrency: number;
   /** the proxy pool (PROXY_LIST or --proxies); empty: direct requests */
   proxies?: ProxyEntry[];
 }
-
-/** A probe of a banned proxy: any HTTP answer through it means it carries requests again. */
-const PROBE_SPIDER = { allowPrivateAddresses: true, limits: { maxResponseBytes: 64 * 1024, timeoutMs: 5000, maxRedirects: 0 } };
 
 /**
  * The fetch stage: download a page politely (robots.txt, fleet-wide host and proxy limits, proxy
@@ -32,12 +29,14 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
   pool.startProbing({
     intervalMs: 1000,
     firstAfterMs: FIRST_PROBE_AFTER_MS,
-    probe: async (_entry, agents, url) => (await fetchPage(url, PROBE_SPIDER, { userAgent: userAgents.pick(), agent: agents, ...(resolve ? { lookup: resolve } : {}) })).status > 0,
+    // PROXY_PROBE_URL under the SSRF guard, or a connection to the proxy: never a crawled page's URL.
+    probe: proxyProbe({ probeUrl: ctx.env.proxyProbeUrl, resolve, userAgent: () => userAgents.pick() }),
   });
 
   const worker = createStageWorker(ctx, {
     stage: 'fetch',
     concurrency: options.concurrency,
+    holdBack: new CrawlBacklogs(ctx.redis, ctx.keys, 'parse', ctx.env.parseHighWater),
     runsHooks: true,
     handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals, spiderModule }) => {
       await registered;
@@ -124,7 +123,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
               contentType: page.contentType ?? '',
               fetchedAt: new Date().toISOString(),
               body: encodeBody(page.body),
-              // only a code spider's parse hook reads them
+              // only a code spider's parse hook reads them; never Set-Cookie and other credentials (Bull Board shows jobs)
               ...(spiderModule ? { headers: flatHeaders(page.headers) } : {}),
               ...(data.meta ? { meta: data.meta } : {}),
             },
@@ -135,7 +134,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       return fetched;
     },
   });
-  const stopWatching = watchBackpressure(worker, ctx.queues.parse, ctx.env.parseHighWater, ctx.log, 500, () => parkedJobs(ctx.redis, ctx.keys, 'parse'));
+  const stopWatching = watchBackpressure(worker, ctx.queues.parse, ctx.env.parseHighWater, ctx.log);
   return runningStage('fetch', worker, () => {
     stopWatching();
     pool.stop();

@@ -1,9 +1,9 @@
 import { jobId } from '@crawlfleet/core';
-import { SettledUrls, admitAndEnqueue, crawlTake, noteInvalidReasons, parkedJobs } from '@crawlfleet/crawl';
+import { SettledUrls, admitAndEnqueue, crawlTake, noteInvalidReasons } from '@crawlfleet/crawl';
 import { extractResponse, runPageHooks } from '@crawlfleet/extract';
 import { decodeBody, decodePage } from '@crawlfleet/fetch';
 import { allowedHosts, scopeVerdict } from '@crawlfleet/frontier';
-import { createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
 export interface ParserOptions {
   concurrency: number;
@@ -21,6 +21,7 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
   const worker = createStageWorker(ctx, {
     stage: 'parse',
     concurrency: options.concurrency,
+    holdBack: new CrawlBacklogs(ctx.redis, ctx.keys, 'write', ctx.env.writeHighWater),
     defaultAttempts: 3,
     runsHooks: true,
     handler: async ({ data, crawl, fingerprint, incarnation, spiderModule }) => {
@@ -72,6 +73,6 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       return { counters: { parsed: 1, items: page.items.length, invalid: page.invalid, skipped: overflow }, ...(handOver ? { handOver } : {}) };
     },
   });
-  const stopWatching = watchBackpressure(worker, ctx.queues.write, ctx.env.writeHighWater, ctx.log, 500, () => parkedJobs(ctx.redis, ctx.keys, 'write'));
+  const stopWatching = watchBackpressure(worker, ctx.queues.write, ctx.env.writeHighWater, ctx.log);
   return runningStage('parse', worker, stopWatching);
 }

@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
-import { ConfigError, type SinkSpec, type Spider, type SpiderModuleRef } from '@crawlfleet/core';
-import { admitAndEnqueue, crawlTake, newCrawlId, registerCrawl, whileInjecting } from '@crawlfleet/crawl';
-import { UserAgentRotation, collectSitemapUrls, makeLookup, parseHostResolve } from '@crawlfleet/fetch';
+import { ConfigError, errorMessage, type Logger, type SinkSpec, type Spider, type SpiderModuleRef } from '@crawlfleet/core';
+import { admitAndEnqueue, crawlTake, newCrawlId, partKeysOfUrl, registerCrawl, whileInjecting } from '@crawlfleet/crawl';
+import { UserAgentRotation, makeLookup, newSitemapWalkStats, parseHostResolve, sitemapEntries, sitemapSkipped, type SitemapWalkStats } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, hostAllowed, type Candidate } from '@crawlfleet/frontier';
 import type { FleetContext } from '@crawlfleet/runtime';
 
@@ -68,16 +68,32 @@ async function checkUrlsFile(file: string): Promise<number> {
   return count;
 }
 
-/** URLs of a URLs file admitted per step: the file is streamed, never held whole in memory. */
+/** URLs admitted per step: a URLs file and sitemaps are streamed, never held whole in memory. */
 const SEED_BATCH = 10_000;
 /** How often a long seeding run logs its progress. */
 const SEED_PROGRESS_EVERY = 100_000;
+
+/** The items of a stream, `size` at a time, each made into what the caller needs. */
+async function* batchesOf<T, U>(source: AsyncIterable<T>, size: number, map: (item: T) => U): AsyncGenerator<U[]> {
+  let batch: U[] = [];
+  for await (const item of source) {
+    batch.push(map(item));
+    if (batch.length >= size) {
+      yield batch;
+      batch = [];
+    }
+  }
+  if (batch.length > 0) yield batch;
+}
 
 /**
  * Registers a crawl (the spider and sink stored in Redis) and enqueues its start URLs and any others
  * given. Seeds are admitted whatever their host: naming a URL is asking for it. Seeding an existing
  * crawl again resumes it; URLs already fetched are not fetched again. A URLs file is checked whole
  * first (a bad line exits 2 before anything is seeded), then streamed in batches, with progress.
+ * Sitemaps are streamed the same way, within the spider's sitemap bounds (what goes past one is
+ * counted skipped); their first batch is read before the crawl is registered, so a sitemap source
+ * that cannot be read fails the seed and leaves no crawl behind.
  */
 export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promise<SeedResult> {
   const { spider } = options;
@@ -85,57 +101,90 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
   const inFile = options.urlsFile ? await checkUrlsFile(options.urlsFile) : 0;
   const sitemaps = [...(spider.sitemapUrls ?? []), ...(options.sitemaps ?? []).map((u) => canonicalSeed(u, '--sitemap'))];
   if (urls.length === 0 && inFile === 0 && sitemaps.length === 0) throw new ConfigError(`spider "${spider.name}" has no startUrls and no URLs were given`);
-  // Read the sitemaps before registering: one that cannot be read fails the seed, leaving no crawl behind.
-  const fromSitemaps = sitemaps.length > 0 ? await sitemapCandidates(ctx, spider, sitemaps) : [];
+  const walk = newSitemapWalkStats();
+  const fromSitemaps = batchesOf(sitemapCandidates(ctx, spider, sitemaps, walk), SEED_BATCH, (c) => c);
+  const first = await fromSitemaps.next();
   const crawlId = options.crawlId ?? newCrawlId(spider.name);
-  const { created, layout } = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId), options.module, ctx.env.frontierPartitions);
+  let registered: Awaited<ReturnType<typeof registerCrawl>>;
+  try {
+    registered = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId), options.module, ctx.env.frontierPartitions);
+  } catch (err) {
+    await fromSitemaps.return(undefined);
+    throw err;
+  }
+  const { created, layout } = registered;
   const crawl = { ...layout, spider };
   const take = crawlTake(ctx.env.frontierWindow, layout, spider);
   const admit = (candidates: Candidate[]) => admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawl, candidates, { take });
-  const seeds = (list: string[]): Candidate[] => list.map((url) => ({ url, depth: 0, verdict: 'admit' as const }));
+  const seeds = (list: string[]): Candidate[] => list.map(seedCandidate);
+  const admitStream = (batches: AsyncIterable<Candidate[]>, what: string, progress: () => Record<string, number>) => admitInBatches({ log: ctx.log, crawlId, admit }, batches, what, progress);
   // Seeds are admitted a batch at a time, and fast workers may finish the first batch before the
   // next is admitted: as an injection, the seeding holds the crawl open until it ends (and a seeder
   // that dies lets go when its lease lapses); then the crawl is checked for completion.
   const admitted = await whileInjecting(ctx.redis, ctx.keys, layout, `seed:${randomUUID()}`, async () => {
-    let seen = (await admit([...seeds(urls), ...fromSitemaps])).seen;
-    if (options.urlsFile) {
-      const started = Date.now();
-      let batch: string[] = [];
-      let done = 0;
-      const flush = async () => {
-        seen += (await admit(seeds(batch))).seen;
-        done += batch.length;
-        batch = [];
-        if (done % SEED_PROGRESS_EVERY < SEED_BATCH && inFile > SEED_PROGRESS_EVERY) {
-          ctx.log.info({ crawlId, done, of: inFile, urlsPerSecond: Math.round(done / Math.max(0.001, (Date.now() - started) / 1000)) }, 'seeding from the URLs file');
-        }
-      };
-      for await (const url of urlsOfFile(options.urlsFile)) {
-        batch.push(url);
-        if (batch.length >= SEED_BATCH) await flush();
-      }
-      if (batch.length > 0) await flush();
+    try {
+      let seen = (await admit([...seeds(urls), ...(first.done ? [] : first.value)])).seen;
+      seen += await admitStream(fromSitemaps, 'sitemaps', () => ({ files: walk.files }));
+      if (options.urlsFile) seen += await admitStream(batchesOf(urlsOfFile(options.urlsFile), SEED_BATCH, seedCandidate), 'the URLs file', () => ({ of: inFile }));
+      return seen;
+    } catch (err) {
+      ctx.log.warn({ crawlId, err: errorMessage(err) }, `seeding stopped part way: crawl ${crawlId} keeps the URLs admitted so far; seed it again with --crawl-id ${crawlId} to go on`);
+      throw err;
+    } finally {
+      // What the sitemap bounds left out counts as skipped, as the frontier counts what limits refuse.
+      const skipped = sitemapSkipped(walk);
+      if (skipped > 0) await ctx.redis.hincrby(partKeysOfUrl(ctx.keys, layout, sitemaps[0]!).counters, 'skipped', skipped);
     }
-    return seen;
   });
-  ctx.log.info({ crawlId, created, admitted, seeds: urls.length + inFile, fromSitemaps: fromSitemaps.length, partitions: layout.parts }, created ? 'crawl registered' : 'crawl resumed');
+  ctx.log.info(
+    { crawlId, created, admitted, seeds: urls.length + inFile, fromSitemaps: walk.urls, sitemapFiles: walk.files, partitions: layout.parts },
+    created ? 'crawl registered' : 'crawl resumed',
+  );
   return { crawlId, created, admitted };
 }
 
-/** The page URLs of the sitemaps, as frontier candidates: a URL on a host outside the crawl's scope is skipped. */
-async function sitemapCandidates(ctx: FleetContext, spider: Spider, sitemaps: string[]): Promise<Candidate[]> {
+/** Admits a stream of batches, logging progress every SEED_PROGRESS_EVERY URLs; returns how many were new. */
+async function admitInBatches(
+  to: { log: Logger; crawlId: string; admit: (candidates: Candidate[]) => Promise<{ seen: number }> },
+  batches: AsyncIterable<Candidate[]>,
+  what: string,
+  progress: () => Record<string, number>,
+): Promise<number> {
+  const started = Date.now();
+  let done = 0;
+  let seen = 0;
+  for await (const batch of batches) {
+    seen += (await to.admit(batch)).seen;
+    const before = done;
+    done += batch.length;
+    if (Math.floor(done / SEED_PROGRESS_EVERY) > Math.floor(before / SEED_PROGRESS_EVERY)) {
+      to.log.info({ crawlId: to.crawlId, done, ...progress(), urlsPerSecond: Math.round(done / Math.max(0.001, (Date.now() - started) / 1000)) }, `seeding from ${what}`);
+    }
+  }
+  return seen;
+}
+
+function seedCandidate(url: string): Candidate {
+  return { url, depth: 0, verdict: 'admit' };
+}
+
+/**
+ * The page URLs of the sitemaps, streamed as frontier candidates with their lastmod: a URL on a host
+ * outside the crawl's scope is skipped by admission, one that is not an http(s) URL is passed over.
+ */
+async function* sitemapCandidates(ctx: FleetContext, spider: Spider, sitemaps: string[], stats: SitemapWalkStats): AsyncGenerator<Candidate> {
+  if (sitemaps.length === 0) return;
   const lookup = makeLookup(parseHostResolve(ctx.env.hostResolve), spider.allowPrivateAddresses);
-  const found = await collectSitemapUrls(sitemaps, {
+  const allowed = allowedHosts(spider);
+  const entries = sitemapEntries(sitemaps, {
     spider,
     userAgent: new UserAgentRotation(ctx.env.userAgents).pick(spider.userAgents),
     log: ctx.log,
+    stats,
     ...(lookup ? { lookup } : {}),
   });
-  const allowed = allowedHosts(spider);
-  const candidates: Candidate[] = [];
-  for (const raw of found) {
-    const url = canonicalizeUrl(raw);
-    if (url) candidates.push({ url, depth: 0, verdict: hostAllowed(url, allowed) ? 'admit' : 'out-of-scope' });
+  for await (const entry of entries) {
+    const url = canonicalizeUrl(entry.url);
+    if (url) yield { url, depth: 0, verdict: hostAllowed(url, allowed) ? 'admit' : 'out-of-scope', ...(entry.lastmod ? { lastmod: entry.lastmod } : {}) };
   }
-  return candidates;
 }

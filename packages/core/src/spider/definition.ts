@@ -1,5 +1,6 @@
 import { extname, resolve } from 'node:path';
 import { hasCode } from './code.js';
+import { assertItemIdentity } from './item-identity.js';
 import { validateSpider, readSpiderData } from './load.js';
 import { MODULE_EXTENSIONS, loadSpiderModule, type LoadedSpiderModule } from './module.js';
 import type { Spider } from './schema.js';
@@ -17,6 +18,14 @@ export interface SpiderDefinitionFile {
  * hooks is a code spider.
  */
 export async function loadSpiderDefinition(file: string): Promise<SpiderDefinitionFile> {
+  const definition = await readSpiderDefinition(file);
+  // Checks of what the settings mean, made when a spider is given (validate, seed, crawl, shell), not
+  // when a worker reads a registered crawl back: a crawl that is already running keeps running.
+  assertItemIdentity(definition.spider, file);
+  return definition;
+}
+
+async function readSpiderDefinition(file: string): Promise<SpiderDefinitionFile> {
   const path = resolve(file);
   if (MODULE_EXTENSIONS.has(extname(path).toLowerCase())) {
     const loaded = await loadSpiderModule(file);

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, extname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { BuildResult, Loader, Plugin } from 'esbuild';
-import { ConfigError, NonRetryableError, errorMessage } from '../errors.js';
+import { ConfigError, CrawlfleetError, NonRetryableError, errorMessage } from '../errors.js';
 import { CODE_KEYS, type CodeKey, type SpiderCode, type SpiderModuleRef } from './code.js';
 import { validateSpider } from './load.js';
 import type { Spider } from './schema.js';
@@ -222,8 +222,12 @@ export function locateInSource(stack: string, bundleUrl: string, map: SourceMap)
   return fallback;
 }
 
-/** Compiles and imports a spider module, checking its exported shape. Hooks are not run. */
-export async function loadSpiderModule(file: string): Promise<LoadedSpiderModule> {
+/**
+ * Compiles and imports a spider module, checking its exported shape. Hooks are not run. With
+ * `expectHash`, a module whose code hashes otherwise is refused before it is imported (its code
+ * never runs here): SpiderHashMismatch.
+ */
+export async function loadSpiderModule(file: string, expectHash?: string): Promise<LoadedSpiderModule> {
   const path = resolve(file);
   const exists = await stat(path).then(
     (s) => s.isFile(),
@@ -231,6 +235,7 @@ export async function loadSpiderModule(file: string): Promise<LoadedSpiderModule
   );
   if (!exists) throw new ConfigError(`${file}: cannot read spider file: no such file`, { file });
   const built = await bundle(path);
+  if (expectHash !== undefined && built.hash !== expectHash) throw new SpiderHashMismatch(path, built.hash, expectHash);
   let imported: { exported: unknown; url: string };
   try {
     imported = await importBundle(path, built.js);
@@ -246,14 +251,50 @@ export async function loadSpiderModule(file: string): Promise<LoadedSpiderModule
   };
 }
 
+/** The spider file here is another version than the one a crawl was seeded with. */
+export class SpiderHashMismatch extends Error {
+  constructor(
+    readonly path: string,
+    readonly found: string,
+    readonly expected: string,
+  ) {
+    super(`spider module ${path} on this worker has hash ${found}, but the crawl was seeded with ${expected}`);
+  }
+}
+
+/**
+ * This worker's copy of a crawl's spider module is another version than the crawl's, for less than
+ * the deploy wait so far: the job waits `waitMs` and tries again (a rolling deploy in progress).
+ */
+export class SpiderVersionPending extends CrawlfleetError {
+  constructor(
+    message: string,
+    readonly waitMs: number,
+  ) {
+    super('ERR_SPIDER_VERSION_PENDING', message);
+  }
+}
+
+/** How long a worker waits for the crawl's version of a spider file before its jobs are dead-lettered. */
+export const SPIDER_DEPLOY_WAIT_MS = 10 * 60_000;
+
 /**
  * A worker's spider modules, by the reference each crawl recorded at seed time. A copy whose hash
- * differs from the recorded one is refused: a fleet never runs two versions of one crawl's code.
- * A refusal is remembered briefly, so a crawl's every job does not compile the file again.
+ * differs from the recorded one is never imported: a fleet never runs two versions of one crawl's
+ * code. During a rolling deploy the file arrives on each worker at its own time, so for
+ * `deployWaitMs` after this worker first found the wrong copy its jobs wait (SpiderVersionPending)
+ * and the file is compiled again every `retryFailuresAfterMs`; after that they are dead-lettered
+ * ERR_SPIDER_VERSION (replayable). A refusal is remembered for `retryFailuresAfterMs`, so a
+ * crawl's every job does not compile the file again.
  */
 export class SpiderModules {
   private readonly loaded = new Map<string, { failedAt: number; result: Promise<LoadedSpiderModule> }>();
-  constructor(private readonly retryFailuresAfterMs = 5000) {}
+  /** since when this worker has had another version of a module than the one a crawl wants */
+  private readonly mismatchSince = new Map<string, number>();
+  constructor(
+    private readonly retryFailuresAfterMs = 5000,
+    private readonly deployWaitMs = SPIDER_DEPLOY_WAIT_MS,
+  ) {}
 
   get(ref: SpiderModuleRef): Promise<LoadedSpiderModule> {
     const key = `${ref.path}\0${ref.hash}`;
@@ -271,19 +312,23 @@ export class SpiderModules {
   }
 
   private async load(ref: SpiderModuleRef): Promise<LoadedSpiderModule> {
-    let loaded: LoadedSpiderModule;
+    const key = `${ref.path}\0${ref.hash}`;
     try {
-      loaded = await loadSpiderModule(ref.path);
+      const loaded = await loadSpiderModule(ref.path, ref.hash);
+      this.mismatchSince.delete(key);
+      return loaded;
     } catch (err) {
-      throw new NonRetryableError('ERR_SPIDER_MODULE', `cannot load the crawl's spider module ${ref.path} on this worker: ${errorMessage(err)}`, { file: ref.path }, { cause: err });
+      if (!(err instanceof SpiderHashMismatch)) {
+        throw new NonRetryableError('ERR_SPIDER_MODULE', `cannot load the crawl's spider module ${ref.path} on this worker: ${errorMessage(err)}`, { file: ref.path }, { cause: err });
+      }
+      const now = Date.now();
+      const since = this.mismatchSince.get(key) ?? now;
+      this.mismatchSince.set(key, since);
+      const waited = now - since;
+      if (waited < this.deployWaitMs) {
+        throw new SpiderVersionPending(`${err.message}: waiting for the deploy (${Math.round(waited / 1000)} s of at most ${Math.round(this.deployWaitMs / 1000)} s)`, this.retryFailuresAfterMs);
+      }
+      throw new NonRetryableError('ERR_SPIDER_VERSION', `${err.message}, for ${Math.round(waited / 1000)} s: deploy the same spider to every worker (or seed again), then replay`, { file: ref.path });
     }
-    if (loaded.ref.hash !== ref.hash) {
-      throw new NonRetryableError(
-        'ERR_SPIDER_VERSION',
-        `spider module ${ref.path} on this worker has hash ${loaded.ref.hash}, but the crawl was seeded with ${ref.hash}: deploy the same spider to every worker (or seed again), then replay`,
-        { file: ref.path },
-      );
-    }
-    return loaded;
   }
 }

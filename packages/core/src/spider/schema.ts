@@ -182,6 +182,16 @@ export const DEFAULT_BLOCK_PATTERNS = ['captcha', 'unusual traffic', 'access den
 /** The longest real block page modelled in test/fixtures/blocks has about 1,000 characters of text. */
 export const DEFAULT_BLOCK_PAGE_MAX_CHARS = 2000;
 
+/**
+ * Sitemap bounds (issue #19): robots.txt -> index -> sitemap is 2 levels, an index of indexes 3, so 5
+ * leaves room and stops a chain of sitemaps (or robots.txt files) listing the next one after 6 files.
+ */
+export const DEFAULT_MAX_SITEMAP_DEPTH = 5;
+/** 10,000 files: 10 million URLs in sitemaps of 1,000 (a common size), and a runaway stops there. */
+export const DEFAULT_MAX_SITEMAP_FILES = 10_000;
+/** 10 million URLs: 200 full sitemaps (50,000 URLs each), more than a crawl's frontier is sized for on one Redis. */
+export const DEFAULT_MAX_SITEMAP_URLS = 10_000_000;
+
 /** Limits that protect the fetcher from hostile servers; an extension of the contract. */
 export const limitsSchema = z.strictObject({
   maxResponseBytes: z
@@ -197,6 +207,15 @@ export const limitsSchema = z.strictObject({
    * in paths); the host's later URLs are counted skipped. Unlimited when absent.
    */
   maxPagesPerHost: z.int().min(1).optional(),
+  /**
+   * levels of sitemaps read below a sitemap source: a sitemap index's child, and a robots.txt's
+   * `Sitemap:` line, is one level deeper. A sitemap listed deeper is not read and counted skipped.
+   */
+  maxSitemapDepth: z.int().min(0).max(100).default(DEFAULT_MAX_SITEMAP_DEPTH),
+  /** sitemap files (and robots.txt files listing sitemaps) read for one seeding; the rest are counted skipped */
+  maxSitemapFiles: z.int().min(1).default(DEFAULT_MAX_SITEMAP_FILES),
+  /** page URLs taken from sitemaps for one seeding; the rest of the file being read, and each sitemap left unread, are counted skipped */
+  maxSitemapUrls: z.int().min(1).default(DEFAULT_MAX_SITEMAP_URLS),
 });
 
 export const spiderSchema = z.strictObject({

@@ -7,7 +7,7 @@ export async function dashboardCommand(options: { port: number; host: string; re
   const env = envWith(options);
   // Refuse an open bind before anything else happens.
   dashboardAccess(options.host, env.dashboardUser, env.dashboardPassword);
-  const ctx = await createFleetContext({ env, name: 'dashboard' });
+  const ctx = await createFleetContext({ env, name: 'dashboard', waitForRedis: true });
   try {
     const dashboard = await startDashboard(ctx, { host: options.host, port: options.port, readOnly: options.readOnly === true });
     onShutdownSignal(ctx.log, async () => {

@@ -1,5 +1,5 @@
 import { ConfigError } from '@crawlfleet/core';
-import { listDeadLetters, loadCrawl, replayDeadLetters, type DeadLetterEntry, type DeadLetterFilter } from '@crawlfleet/crawl';
+import { CollectedCrawlError, listDeadLetters, loadCrawl, replayDeadLetters, type DeadLetterEntry, type DeadLetterFilter } from '@crawlfleet/crawl';
 import { withContext } from '../context.js';
 import { envWith } from '../options.js';
 
@@ -35,6 +35,9 @@ export function formatDeadLetters(entries: DeadLetterEntry[]): string {
 async function requireCrawl<T>(options: FilterOptions, fn: (ctx: Parameters<Parameters<typeof withContext>[1]>[0]) => Promise<T>): Promise<T> {
   return withContext(envWith(options), async (ctx) => {
     if (!(await ctx.redis.exists(ctx.keys.crawl(options.crawlId).meta))) throw new ConfigError(`no crawl with id ${JSON.stringify(options.crawlId)} (crawlfleet status lists them)`);
+    // gc removed a collected crawl's dead letters with the rest of its state.
+    const collectedAt = await ctx.redis.hget(ctx.keys.crawl(options.crawlId).meta, 'collectedAt');
+    if (collectedAt) throw new CollectedCrawlError(options.crawlId, collectedAt);
     return fn(ctx);
   });
 }

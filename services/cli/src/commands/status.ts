@@ -1,5 +1,5 @@
 import { ConfigError } from '@crawlfleet/core';
-import { getStatus, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
+import { getStatus, listCollectedCrawlIds, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
 import { formatProxies } from '@crawlfleet/politeness';
 import { fullStatus, type FullStatus } from '../full-status.js';
 import { withContext } from '../context.js';
@@ -12,16 +12,14 @@ export function formatStatus(s: CrawlStatus | FullStatus): string {
     const x = s.queues[name];
     return `${name}: ${x.waiting} waiting, ${x.active} active, ${x.delayed} delayed, ${x.failed} failed`;
   };
-  return [
-    `${s.crawlId} (${s.spider}): ${s.state}, started ${s.startedAt}${s.finishedAt ? `, finished ${s.finishedAt}` : ''}`,
+  const heading = `${s.crawlId} (${s.spider}): ${s.state}, started ${s.startedAt}${s.finishedAt ? `, finished ${s.finishedAt}` : ''}`;
+  const counters = [
     `  seen ${c.seen}  fetched ${c.fetched}  parsed ${c.parsed}  items ${c.items}  written ${c.written}`,
     `  invalid ${c.invalid}  failed ${c.failed}  blocked ${c.blocked}  retries ${c.retries}  skipped ${c.skipped}`,
-    `  ${q('fetch')}`,
-    `  ${q('parse')}`,
-    `  ${q('write')}`,
-    ...formatHosts(s.hosts),
-    ...('proxies' in s ? [formatProxies(s.proxies)] : []),
-  ].join('\n');
+  ];
+  // A collected crawl has its final counters and nothing else left in Redis.
+  if (s.collected) return [`${heading}, collected ${s.collected.at}`, ...counters, `  summary only (gc): ${s.collected.items} items in ${s.collected.sink}`].join('\n');
+  return [heading, ...counters, `  ${q('fetch')}`, `  ${q('parse')}`, `  ${q('write')}`, ...formatHosts(s.hosts), ...('proxies' in s ? [formatProxies(s.proxies)] : [])].join('\n');
 }
 
 /** Pure: the hosts with the most URLs waiting, a line each: the hosts that hold a crawl's end back. */
@@ -36,7 +34,9 @@ export async function statusCommand(options: { crawlId?: string; json?: boolean;
   // One crawl: the status object with the fleet's proxies; every crawl: the contract's array.
   const statuses = await withContext(envWith(options), async (ctx) => {
     if (options.crawlId) return [await fullStatus(ctx, options.crawlId)].filter((s): s is FullStatus => s !== undefined);
-    const found = await Promise.all((await listCrawlIds(ctx.redis, ctx.keys)).map((id) => getStatus(ctx.redis, ctx.keys, id)));
+    // The crawl index and the collected one (a crawl whose collection was cut short is in both).
+    const ids = [...new Set([...(await listCrawlIds(ctx.redis, ctx.keys)), ...(await listCollectedCrawlIds(ctx.redis, ctx.keys))])].sort();
+    const found = await Promise.all(ids.map((id) => getStatus(ctx.redis, ctx.keys, id)));
     return found.filter((s): s is CrawlStatus => s !== undefined);
   });
   if (options.crawlId && statuses.length === 0) throw new ConfigError(`no crawl with id ${JSON.stringify(options.crawlId)}`);

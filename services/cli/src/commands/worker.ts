@@ -18,7 +18,7 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
   const k = kind as WorkerKind;
   const env = envWith(options);
   const proxies = k === 'fetcher' ? loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList }) : [];
-  const ctx = await createFleetContext({ env, name: k });
+  const ctx = await createFleetContext({ env, name: k, waitForRedis: true });
   await refuseBesideLegacyCrawls(ctx);
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[k];
   const stage: RunningStage = k === 'fetcher' ? startFetcher(ctx, { concurrency, proxies }) : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
