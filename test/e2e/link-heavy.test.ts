@@ -68,7 +68,7 @@ describe('a page with 200,000 links', () => {
       expect(overflowLines).toHaveLength(1);
       expect(JSON.parse(overflowLines[0]!)).toMatchObject({ links: LINKS, maxLinksPerPage: 10_000, skipped: LINKS - 10_000 });
 
-      // Each admission call carries 7 keys, 8 settings (budgets, the take, two key prefixes, the crawl id), a
+      // Each admission call carries 7 keys, 9 settings (budgets, the take, two key prefixes, the crawl id, its run), a
       // (host, concurrency, delay, count) group per host (one here) and a (fingerprint, verdict + request) pair per URL.
       // A connection's first call of a script may go as EVAL with its text (the parser thread's does).
       const isAdmission = (command: string[]) =>
@@ -79,7 +79,7 @@ describe('a page with 200,000 links', () => {
         const last = e[3][e[3].length - 1]!;
         const more = /^\.\.\. \((\d+) more arguments\)$/.exec(last);
         const args = more ? e[3].length - 1 + Number(more[1]) : e[3].length;
-        return (args - 3 - 7 - 8 - 4) / 2;
+        return (args - 3 - 7 - 9 - 4) / 2;
       });
       expect(urlsPerCall.filter((n) => n > 1).sort((a, b) => b - a)).toEqual(Array(10).fill(1000));
       const slowestMs = slowlog.reduce((worst, e) => Math.max(worst, e[2] / 1000), 0);

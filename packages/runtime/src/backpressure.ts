@@ -72,7 +72,8 @@ export function holdBackWaitMs(deferrals: number): number {
  * delayed or active) are more than the high-water mark is held back, and this stage parks its jobs
  * (DeferError) until they drain. A crawl whose store is down thus stops at the mark, first in the
  * write stage, then in the parse stage, while every other crawl goes on. Each crawl's count is read
- * at most every `ttlMs` per process.
+ * at most every `ttlMs` per process, and counts this process's own hand-overs in between, so a crawl
+ * stops past the mark by at most what other processes handed over meanwhile.
  */
 export class CrawlBacklogs {
   private readonly seen = new Map<string, { at: number; depth: number }>();
@@ -96,5 +97,11 @@ export class CrawlBacklogs {
       this.seen.set(layout.crawlId, entry);
     }
     return entry.depth > this.highWater ? entry.depth : undefined;
+  }
+
+  /** This process handed the crawl a job in the downstream stage: its count is one more until read again. */
+  handedOver(crawlId: string): void {
+    const entry = this.seen.get(crawlId);
+    if (entry) entry.depth++;
   }
 }

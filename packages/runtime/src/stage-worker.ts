@@ -191,7 +191,10 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       // The next stage's job is pending now (the finish), so it is added only now: it can never start
       // before its hand-over is recorded. A process that dies in between leaves it pending without a
       // job: the reconciler redoes its URL.
-      if (handOver && outcome !== 'already') await ctx.queues[handOver.stage].add(handOver.stage, handOver.data, { ...handOver.opts, jobId: handOver.id });
+      if (handOver && outcome !== 'already') {
+        await ctx.queues[handOver.stage].add(handOver.stage, handOver.data, { ...handOver.opts, jobId: handOver.id });
+        if (options.holdBack?.downstream === handOver.stage) options.holdBack.handedOver(data.crawlId);
+      }
       await enqueueFetches(ctx.queues, data.crawlId, crawl.spider, taken);
     } catch (err) {
       if (err instanceof DelayedError) throw err;

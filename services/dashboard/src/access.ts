@@ -35,9 +35,11 @@ const same = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
 
 /** Pure: does an Authorization header carry these credentials? */
 export function authorized(header: string | undefined, expected: Credentials): boolean {
-  const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
-  if (!match) return false;
-  const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');
+  // Read without a regular expression: a backtracking match over a long header can exhaust the stack.
+  const text = (header ?? '').trim();
+  const space = text.search(/\s/);
+  if (space < 0 || text.slice(0, space).toLowerCase() !== 'basic') return false;
+  const decoded = Buffer.from(text.slice(space + 1).trim(), 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
   if (colon < 0) return false;
   // Both compared, always, so the time taken says nothing about which one was wrong.
