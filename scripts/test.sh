@@ -4,7 +4,8 @@
 # real-pages test's reference decoder, Prometheus and Chromium for the observability test, kustomize
 # for the Kubernetes test, docker-compose for `config`, python3-doc for the chaos suite's site),
 # starts a private Redis on a free loopback port, builds, lints and checks formatting (`biome ci`),
-# type-checks, runs every jest project, then the chaos suite's short form (test/chaos).
+# type-checks, runs every jest project, then the chaos suite's short form (test/chaos), then the
+# container test (scripts/test-containers.sh). Node 24 is installed first when the machine's is older.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
@@ -36,4 +37,12 @@ if [ $# -eq 0 ]; then
   node test/chaos/run.mjs --short || chaos_status=$?
   echo "chaos (short): exit $chaos_status after $((SECONDS - started)) s" >&2
 fi
-[ "$jest_status" -eq 0 ] && [ "$chaos_status" -eq 0 ]
+# Then docker-compose.yml in real containers (scripts/test-containers.sh: a Docker engine, Compose v5,
+# the image built; about 4-8 minutes), also after a whole jest run only.
+containers_status=0
+if [ $# -eq 0 ] && [ "${CRAWLFLEET_SKIP_CONTAINERS:-0}" != 1 ]; then
+  started=$SECONDS
+  bash "$root/scripts/test-containers.sh" || containers_status=$?
+  echo "containers: exit $containers_status after $((SECONDS - started)) s" >&2
+fi
+[ "$jest_status" -eq 0 ] && [ "$chaos_status" -eq 0 ] && [ "$containers_status" -eq 0 ]

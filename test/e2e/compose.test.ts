@@ -22,7 +22,8 @@ import { freePort, waitForPort } from '../helpers/ports.js';
  *    names mapped to loopback ports, and the demo crawl ends with exactly the expected items in
  *    MongoDB, shown by the dashboard.
  * What it cannot show: that the image builds and runs, that Docker's DNS, networks, volumes and
- * healthchecks behave as assumed, that redis:7, mongo:7, prom/prometheus and grafana/grafana start.
+ * healthchecks behave as assumed. scripts/test-containers.sh (test/containers/run.mjs) shows those, with
+ * a real Docker engine and Compose v5.
  */
 
 const COMPOSE_FILE = join(ROOT, 'docker-compose.yml');
@@ -51,10 +52,11 @@ const KNOWN_METRICS = [
   'crawlfleet_blocks_total',
   'crawlfleet_deferrals_total',
   'crawlfleet_dead_letters_total',
-  'crawlfleet_crawl_counter',
-  'crawlfleet_proxy_requests',
-  'crawlfleet_proxy_failures',
-  'crawlfleet_proxy_blocks',
+  // the crawls' counters, crawlfleet_crawl_<counter>_total, selected together: {__name__=~"crawlfleet_crawl_.+_total"}
+  'crawlfleet_crawl_',
+  'crawlfleet_proxy_requests_total',
+  'crawlfleet_proxy_failures_total',
+  'crawlfleet_proxy_blocks_total',
   'crawlfleet_proxy_up',
   'crawlfleet_write_batch_items',
   'crawlfleet_write_batch_duration_seconds',
@@ -75,6 +77,7 @@ interface Healthcheck {
 }
 interface Service {
   image?: string;
+  pull_policy?: string;
   build?: { context: string; dockerfile?: string } | string;
   entrypoint?: string[] | string;
   command?: string[] | string;
@@ -428,15 +431,15 @@ describe('docker-compose.yml', () => {
     test('Redis, MongoDB, the workers, the seeder and the dashboard are set up as the fleet needs', () => {
       const s = compose.services;
       const redis = s.redis!;
-      expect(redis.image).toBe('redis:7');
+      expect(redis.image).toMatch(/^redis:7\.\d+\.\d+$/);
       const redisArgs = list(redis.command).join(' ');
       for (const arg of ['--appendonly yes', '--appendfsync everysec', '--maxmemory-policy noeviction']) expect(redisArgs).toContain(arg);
       expect(redisArgs).toMatch(/--maxmemory \d+[kmg]b/);
       expect(list(redis.healthcheck?.test).join(' ')).toContain('redis-cli ping');
       expect(redis.volumes).toEqual(['redis-data:/data']);
       expect(redis.restart).toBe('unless-stopped');
-      expect(s.mongo!.image).toBe('mongo:7');
-      expect(s.mongo!.volumes).toEqual(['mongo-data:/data/db']);
+      expect(s.mongo!.image).toMatch(/^mongo:8\.\d+\.\d+$/);
+      expect(s.mongo!.volumes).toEqual(['mongo-data:/data/db', 'mongo-config:/data/configdb']);
       expect(list(s.mongo!.healthcheck?.test)).toEqual(['CMD', 'mongosh', '--quiet', '--eval', "db.adminCommand('ping').ok"]);
 
       // One image for the fleet, built by exactly one service, from infra/Dockerfile.
@@ -464,6 +467,8 @@ describe('docker-compose.yml', () => {
 
       const dashboard = s.dashboard!;
       expect(list(dashboard.command)).toEqual(['dashboard', '--host', '0.0.0.0', '--port', '3000']);
+      // `up --wait` waits for a one-shot service only when another waits for it to complete.
+      expect(dependsOn(dashboard)).toEqual({ redis: 'service_healthy', seeder: 'service_completed_successfully' });
       expect(dashboard.ports).toEqual(['127.0.0.1:3000:3000']);
       expect(envOf(dashboard).DASHBOARD_USER).not.toBe('');
       expect(envOf(dashboard).DASHBOARD_PASSWORD).not.toBe('');
@@ -485,6 +490,17 @@ describe('docker-compose.yml', () => {
       ]);
     });
 
+    test('every image is pinned to a version (Renovate proposes the updates); the fleet image is never pulled', () => {
+      const images = Object.entries(compose.services).map(([name, svc]): [string, string] => [name, svc.image ?? '']);
+      const unpinned = images.filter(([, image]) => image !== IMAGE && !/:v?\d+\.\d+\.\d+(-[\w.-]+)?$/.test(image));
+      expect(unpinned).toEqual([]);
+      const from = readFileSync(DOCKERFILE, 'utf8').match(/^ARG NODE_IMAGE=(.+)$/m)?.[1];
+      expect(from).toMatch(/^node:24\.\d+\.\d+-bookworm-slim$/);
+      for (const [name, svc] of Object.entries(compose.services)) if (svc.image === IMAGE) expect({ name, pull: svc.pull_policy }).toEqual({ name, pull: 'never' });
+      const renovate = JSON.parse(readFileSync(join(ROOT, 'renovate.json'), 'utf8'));
+      expect(renovate.enabledManagers).toEqual(expect.arrayContaining(['docker-compose', 'dockerfile', 'kustomize', 'npm']));
+    });
+
     test('the same settings as the Kubernetes manifests: commands and drain times', () => {
       for (const stage of ['fetcher', 'parser', 'writer', 'dashboard']) {
         const docs = parseAllDocuments(readFileSync(join(ROOT, 'infra', 'k8s', 'base', `${stage}.yaml`), 'utf8')).map((d) => d.toJS());
@@ -497,14 +513,23 @@ describe('docker-compose.yml', () => {
   });
 
   describe('the image (infra/Dockerfile, .dockerignore)', () => {
-    test('multi-stage npm ci, build and prune; non-root; /data a volume owned by node, ./data a link to it; a HEALTHCHECK', () => {
+    test('multi-stage npm ci, build and prune; non-root; /data owned by node, no VOLUME, ./data a link to it; a HEALTHCHECK', () => {
       const stages = dockerfileStages();
       expect(stages.length).toBeGreaterThanOrEqual(2);
       const build = stages[0]!.join('\n');
       for (const step of ['npm ci', 'npm run build', 'npm prune --omit=dev']) expect(build).toContain(step);
       const final = stages.at(-1)!.join('\n');
       expect(final).toMatch(/^USER node$/m);
-      expect(final).toMatch(/^VOLUME \/data$/m);
+      // A VOLUME gave every replica and every `docker compose run` an anonymous volume that outlived it.
+      expect(final).not.toMatch(/^VOLUME/m);
+      // The manifests are copied and installed before the sources, so a source edit reuses the install.
+      const installAt = build.indexOf('npm ci');
+      const manifests = [...build.slice(0, installAt).matchAll(/^COPY (\S+\/package\.json) /gm)].map((m) => m[1]);
+      const workspaces = ['packages', 'services'].flatMap((d) => readdirSync(join(ROOT, d)).map((w) => `${d}/${w}/package.json`)).filter((f) => existsSync(join(ROOT, f)));
+      expect(manifests.sort()).toEqual(workspaces.sort());
+      expect(build.indexOf('COPY packages ./packages')).toBeGreaterThan(installAt);
+      expect(build).toMatch(/RUN --mount=type=cache,target=\/root\/\.npm npm ci/);
+      expect(build).toContain('rm -rf node_modules/typescript');
       expect(final).toMatch(/chown node:node \/data/);
       expect(final).toMatch(/ln -s \/data \/app\/data/);
       expect(final).toMatch(/^WORKDIR \/app$/m);
@@ -594,7 +619,8 @@ describe('docker-compose.yml', () => {
       expect(script).toContain(`"$DASHBOARD_USER" > ${dash.basic_auth!.username_file}`);
       expect(script).toContain(`"$DASHBOARD_PASSWORD" > ${dash.basic_auth!.password_file}`);
       expect(envOf(prometheus)).toEqual({ DASHBOARD_USER: envOf(compose.services.dashboard!).DASHBOARD_USER, DASHBOARD_PASSWORD: envOf(compose.services.dashboard!).DASHBOARD_PASSWORD });
-      expect(list(prometheus.tmpfs)).toContain(dirname(dash.basic_auth!.password_file!));
+      // The tmpfs belongs to nobody, the user Prometheus runs as (root's, it could not write there).
+      expect(list(prometheus.tmpfs)).toContain(`${dirname(dash.basic_auth!.password_file!)}:uid=65534,gid=65534,mode=0700`);
       expect(prometheus.volumes).toContain('./infra/monitoring/prometheus.yml:/etc/prometheus/prometheus.yml:ro');
       // promtool (Debian's Prometheus 2.42) checks the rest. It predates basic_auth.username_file
       // (Prometheus 3.x, which the compose file runs, has it): the copy it checks names the user inline.
@@ -646,7 +672,7 @@ describe('docker-compose.yml', () => {
       // Only the fleet's metric names; each of the required ones on some panel.
       const used = new Set(exprs.flatMap((e) => [...e.matchAll(/crawlfleet_[a-z0-9_]+/g)].map((m) => m[0])));
       const base = (name: string) => name.replace(/_(bucket|sum|count)$/, '');
-      const unknown = [...used].filter((n) => !KNOWN_METRICS.includes(n) && !KNOWN_METRICS.includes(base(n)) && !n.startsWith('crawlfleet_process_') && !n.startsWith('crawlfleet_nodejs_'));
+      const unknown = [...used].filter((n) => !KNOWN_METRICS.includes(n) && !KNOWN_METRICS.includes(base(n)) && !n.startsWith('process_') && !n.startsWith('nodejs_'));
       expect(unknown).toEqual([]);
       expect(REQUIRED_IN_DASHBOARD.filter((n) => ![...used].some((u) => u === n || base(u) === n))).toEqual([]);
       expect(exprs.filter((e) => e.includes('histogram_quantile')).every((e) => /_bucket\[/.test(e) && /by \(le\)/.test(e))).toBe(true);
@@ -801,7 +827,13 @@ describe('docker-compose.yml', () => {
       // then the one-shot seeder, so that the local Prometheus below sees the whole crawl.
       const oneShots = Object.keys(services).filter((n) => services[n]!.restart === 'no');
       const pending = Object.keys(services).filter((n) => !ready.has(n) && !oneShots.includes(n));
-      for (const n of Object.keys(services)) expect({ n, dependsOnOneShot: Object.keys(dependsOn(services[n]!)).some((d) => oneShots.includes(d)) }).toEqual({ n, dependsOnOneShot: false });
+      // A service may wait for a one-shot to complete (the dashboard does, for `up --wait`); here it
+      // starts before it instead, which changes nothing this test looks at.
+      const afterOneShot = (d: string, condition: string) => oneShots.includes(d) && condition === 'service_completed_successfully';
+      for (const n of Object.keys(services)) {
+        const onOneShot = Object.entries(dependsOn(services[n]!)).filter(([d]) => oneShots.includes(d));
+        expect({ n, onOneShot: onOneShot.filter(([d, c]) => !afterOneShot(d, c)) }).toEqual({ n, onOneShot: [] });
+      }
       // redis and mongo are up: their own healthchecks.
       for (const name of ['redis', 'mongo']) {
         const result = await healthy(name, new Map(), { PATH });
@@ -810,6 +842,7 @@ describe('docker-compose.yml', () => {
       /** Before a service starts, the conditions of its depends_on: a healthy dependency's check passes now. */
       const awaitDependencies = async (service: Service) => {
         for (const [dep, condition] of Object.entries(dependsOn(service))) {
+          if (afterOneShot(dep, condition)) continue;
           if (!ready.has(dep)) throw new Error(`${dep} is not started`);
           if (condition === 'service_healthy' && !['redis', 'mongo'].includes(dep)) {
             for (const inst of instances.get(dep)!) await healthy(dep, inst.ports, inst.env, inst.proc);
@@ -817,7 +850,7 @@ describe('docker-compose.yml', () => {
         }
       };
       while (pending.length > 0) {
-        const next = pending.find((n) => Object.keys(dependsOn(services[n]!)).every((d) => ready.has(d)));
+        const next = pending.find((n) => Object.entries(dependsOn(services[n]!)).every(([d, c]) => ready.has(d) || afterOneShot(d, c)));
         if (!next) throw new Error(`depends_on cannot be satisfied: ${pending.join(', ')}`);
         pending.splice(pending.indexOf(next), 1);
         const service = services[next]!;
@@ -983,17 +1016,19 @@ describe('docker-compose.yml', () => {
       for (const name of ['parser', 'writer']) metricTexts.push(await scrape(`http://127.0.0.1:${instances.get(name)![0]!.ports.get(9464)}/metrics`));
       const dashboardMetrics = await scrape(`${dashboardUrl}/metrics`, auth);
       metricTexts.push(dashboardMetrics);
-      expect(dashboardMetrics).toMatch(/^crawlfleet_crawl_counter\{crawl="books-demo",spider="books",counter="written"[^}]*\} 1180$/m);
+      expect(dashboardMetrics).toMatch(/^crawlfleet_crawl_written_total\{crawl="books-demo",spider="books"[^}]*\} 1180$/m);
       const exported = new Set(metricTexts.flatMap((t) => [...t.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!)));
       const dashboardJson = JSON.parse(readFileSync(GRAFANA_DASHBOARD, 'utf8')) as { panels: { targets?: { expr: string }[] }[] };
       const queried = new Set(dashboardJson.panels.flatMap((p) => (p.targets ?? []).flatMap((t) => [...t.expr.matchAll(/crawlfleet_[a-z0-9_]+/g)].map((m) => m[0]))));
-      const notExported = [...queried].filter((n) => !exported.has(n) && !exported.has(n.replace(/_(bucket|sum|count)$/, '')));
+      // A name ending in _ is a family selected by a regular expression (crawlfleet_crawl_.+_total).
+      const isExported = (n: string) => exported.has(n) || exported.has(n.replace(/_(bucket|sum|count)$/, '')) || (n.endsWith('_') && [...exported].some((e) => e.startsWith(n)));
+      const notExported = [...queried].filter((n) => !isExported(n));
       expect(notExported).toEqual([]);
 
       // Every query of the Grafana dashboard returns series from this Prometheus (the proxy panels
       // excepted: no PROXY_LIST here), once it has scraped the end of the crawl.
       const promDeadline = Date.now() + 30_000;
-      const scrapedEnd = async () => Number((await promQuery('max(crawlfleet_crawl_counter{crawl="books-demo",counter="written"})')).data.result[0]?.value[1] ?? -1) === 1180;
+      const scrapedEnd = async () => Number((await promQuery('max(crawlfleet_crawl_written_total{crawl="books-demo"})')).data.result[0]?.value[1] ?? -1) === 1180;
       while (!(await scrapedEnd()) && Date.now() < promDeadline) await new Promise((r) => setTimeout(r, 250));
       expect(await scrapedEnd()).toBe(true);
       await new Promise((r) => setTimeout(r, 2000));
