@@ -1,5 +1,5 @@
 import { defaultSinkSpec, loadSpiderDefinition, mongoSinkSpec, sinkSpecFor, type SinkSpec } from '@crawlfleet/core';
-import { getStatus } from '@crawlfleet/crawl';
+import { getStatus, listDeadLetters } from '@crawlfleet/crawl';
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
 import { loadProxyList } from '@crawlfleet/politeness';
@@ -11,6 +11,7 @@ import { envWith } from '../options.js';
 import { RateMeter, progressLine } from '../progress.js';
 import { waitForEnd } from '../wait-for-end.js';
 import { fullStatus } from '../full-status.js';
+import { summarizeReasons } from './dead-letters.js';
 import { concurrencyPerThread, parseConcurrency, startParserThreads } from '../parser-threads.js';
 
 export interface CrawlOptions {
@@ -97,11 +98,21 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
     if (options.json) process.stdout.write(`${JSON.stringify(status)}\n`);
     else if (!options.quiet && status) {
       const c = status.counters;
-      process.stderr.write(`crawl ${crawlId} ${state}: ${c.fetched} pages fetched, ${c.items} items, ${c.written} written, ${c.failed} failed, ${c.skipped} skipped\n`);
+      const failed = c.failed > 0 ? `${c.failed} failed (${await failureReasons(ctx, crawlId, c.failed)})` : '0 failed';
+      process.stderr.write(`crawl ${crawlId} ${state}: ${c.fetched} pages fetched, ${c.items} items, ${c.written} written, ${failed}, ${c.skipped} skipped\n`);
+      if (c.failed > 0) process.stderr.write(`the failures: crawlfleet dead-letters --crawl-id ${crawlId}\n`);
     }
     if (state !== 'done') throw new ExitError(EXIT.failure, `crawl ${crawlId} ended ${state}`);
     return EXIT.ok;
   } finally {
     await stopAll();
   }
+}
+
+/** Up to this many dead letters are read for the closing line's reasons; past it, only their count. */
+const REASONS_READ_LIMIT = 50_000;
+
+async function failureReasons(ctx: { redis: Parameters<typeof listDeadLetters>[0]; keys: Parameters<typeof listDeadLetters>[1] }, crawlId: string, failed: number): Promise<string> {
+  if (failed > REASONS_READ_LIMIT) return 'too many to summarize here';
+  return summarizeReasons(await listDeadLetters(ctx.redis, ctx.keys, crawlId));
 }

@@ -32,6 +32,26 @@ export function formatDeadLetters(entries: DeadLetterEntry[]): string {
   return [`code\tstage\tattempts\tat\turl\treason`, ...lines, `${entries.length} dead letters: ${summary}`].join('\n');
 }
 
+/**
+ * Pure: the commonest reasons among dead letters, for a crawl's closing line: `HTTP 404 ×790,
+ * ERR_TIMEOUT ×3 and 2 other reasons`. A reason is its text (the code when it has none), long ones cut.
+ */
+export function summarizeReasons(entries: Pick<DeadLetterEntry, 'code' | 'reason'>[], top = 3): string {
+  const counts = new Map<string, number>();
+  for (const e of entries) {
+    const text = e.reason.startsWith(`${e.code}: `) ? e.reason.slice(e.code.length + 2) : e.reason || e.code;
+    const reason = text.length > 60 ? `${text.slice(0, 57)}...` : text;
+    counts.set(reason, (counts.get(reason) ?? 0) + 1);
+  }
+  const sorted = [...counts].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  const shown = sorted
+    .slice(0, top)
+    .map(([reason, n]) => `${reason} ×${n}`)
+    .join(', ');
+  const others = sorted.length - top;
+  return others > 0 ? `${shown} and ${others} other reason${others === 1 ? '' : 's'}` : shown;
+}
+
 async function requireCrawl<T>(options: FilterOptions, fn: (ctx: Parameters<Parameters<typeof withContext>[1]>[0]) => Promise<T>): Promise<T> {
   return withContext(envWith(options), async (ctx) => {
     if (!(await ctx.redis.exists(ctx.keys.crawl(options.crawlId).meta))) throw new ConfigError(`no crawl with id ${JSON.stringify(options.crawlId)} (crawlfleet status lists them)`);
