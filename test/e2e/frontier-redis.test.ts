@@ -234,7 +234,7 @@ describe('the frontier on real Redis', () => {
     expect(await redis.hget(keys.crawl('parts').meta, 'state')).toBe('done');
   });
 
-  test("the fetch backlog that autoscaling reads counts the URLs waiting in running crawls' host queues, not a paused crawl's", async () => {
+  test("the fetch backlog counts the URLs waiting in running crawls' host queues, not a paused crawl's; the ready work that autoscaling reads counts the hosts whose turn has come, not delayed jobs", async () => {
     const urls = (name: string, n: number) => Array.from({ length: n }, (_, i) => admit(`http://h.test/${name}-${i}`));
     await redis.hset(keys.crawl('backlog-running').meta, 'state', 'running', 'parts', '1');
     await redis.hset(keys.crawl('backlog-paused').meta, 'state', 'paused', 'parts', '1');
@@ -242,14 +242,26 @@ describe('the frontier on real Redis', () => {
     // Not running in their partitions: every URL stays in the host queues.
     await admitTo('backlog-running', urls('r', 30));
     await admitTo('backlog-paused', urls('p', 12));
+    // A second host of the running crawl whose turn is an hour away (a Crawl-delay, a Retry-After).
+    await admitTo(
+      'backlog-running',
+      Array.from({ length: 5 }, (_, i) => admit(`http://slow.test/${i}`)),
+    );
+    await redis.zadd(keys.part('backlog-running', 0, 1).ready, String(Date.now() + 3_600_000), 'slow.test');
     const queues = createQueues(redis, keys);
     try {
+      // A job parked for later (its host's turn, a retry, a paused crawl): backlog, not ready work.
+      await queues.fetch.add('parked', { crawlId: 'backlog-running', url: 'http://h.test/parked', depth: 0 }, { jobId: 'parked-1', delay: 600_000 });
       const registry = new Registry();
       registerQueueGauges(registry, queues, frontierOf(redis, keys));
       const text = await registry.getSingleMetricAsString('crawlfleet_queue_backlog');
-      expect(text).toContain('crawlfleet_queue_backlog{queue="fetch"} 30');
+      expect(text).toContain('crawlfleet_queue_backlog{queue="fetch"} 36');
       expect(text).toContain('crawlfleet_queue_backlog{queue="parse"} 0');
+      const ready = await registry.getSingleMetricAsString('crawlfleet_queue_ready');
+      expect(ready).toContain('crawlfleet_queue_ready{queue="fetch"} 1');
+      expect(ready).toContain('crawlfleet_queue_ready{queue="parse"} 0');
     } finally {
+      await queues.fetch.remove('parked-1');
       await closeQueues(queues);
     }
   });

@@ -43,7 +43,7 @@ const SECRET = 'crawlfleet-secrets';
 const SECRET_KEYS = ['REDIS_URL', 'MONGO_URL', 'PROXY_LIST', 'DASHBOARD_USER', 'DASHBOARD_PASSWORD'];
 
 const WORKERS = [
-  { stage: 'fetcher', queue: 'fetch', concurrency: 32, grace: 60, threshold: 200 },
+  { stage: 'fetcher', queue: 'fetch', concurrency: 32, grace: 60, threshold: 32 },
   { stage: 'parser', queue: 'parse', concurrency: 4, grace: 60, threshold: 100 },
   { stage: 'writer', queue: 'write', concurrency: 32, grace: 120, threshold: 500 },
 ] as const;
@@ -245,7 +245,7 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
       expect(services.flatMap((s) => s.spec!.ports ?? [])).toContainEqual(expect.objectContaining({ port: 9464, targetPort: 'metrics' }));
     });
 
-    test(`a ScaledObject scales it on max(crawlfleet_queue_backlog{queue="${queue}"}) through Prometheus`, () => {
+    test(`a ScaledObject scales it on max(crawlfleet_queue_ready{queue="${queue}"}) through Prometheus, with a fallback`, () => {
       const scalers = all<IScaledObject>('ScaledObject').filter((s) => s.spec.scaleTargetRef.name === name);
       expect(scalers).toHaveLength(1);
       const so = scalers[0]!.spec;
@@ -256,9 +256,11 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
       const trigger = so.triggers[0]!;
       expect(trigger.type).toBe('prometheus');
       const query = trigger.metadata?.query ?? '';
-      expect(query.replace(/\s+/g, '')).toBe(`max(crawlfleet_queue_backlog{queue="${queue}"})`);
+      expect(query.replace(/\s+/g, '')).toBe(`max(crawlfleet_queue_ready{queue="${queue}"})`);
       expect(trigger.metadata?.serverAddress).toMatch(/^https?:\/\/[^/\s]+/);
-      expect(trigger.metadata?.threshold).toBe(String(threshold));
+      // A fetcher per as many ready requests as it runs at once.
+      expect(trigger.metadata?.threshold).toBe(String(stage === 'fetcher' ? expected.fetcherConcurrency : threshold));
+      expect(so.fallback).toEqual({ failureThreshold: 3, replicas: 2 });
     });
   });
 

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -125,7 +125,7 @@ describe('watching the fleet: worker and dashboard metrics scraped by a real Pro
       // Prometheus scraped the three workers and the dashboard: wait for a scrape after the end, then
       // the workers' totals and the dashboard's crawl gauges both equal the counters.
       const c = status.counters;
-      await waitFor(async () => (await promQuery(prometheus.url, `crawlfleet_crawl_counter{crawl="${crawlId}",counter="written"}`)) === c.written, 20_000, 'a scrape after the crawl');
+      await waitFor(async () => (await promQuery(prometheus.url, `crawlfleet_crawl_written_total{crawl="${crawlId}"}`)) === c.written, 20_000, 'a scrape after the crawl');
       await waitFor(async () => (await promQuery(prometheus.url, 'sum(crawlfleet_items_written_total)')) === c.written, 20_000, 'the writer totals');
       const totals = {
         fetched: await promQuery(prometheus.url, 'sum(crawlfleet_pages_fetched_total)'),
@@ -139,10 +139,19 @@ describe('watching the fleet: worker and dashboard metrics scraped by a real Pro
       };
       expect(totals).toEqual({ fetched: c.fetched, parsed: c.parsed, items: c.items, written: c.written, failed: c.failed, seen: c.seen, deadLetters: 1 });
       for (const counter of ['seen', 'fetched', 'parsed', 'items', 'written', 'failed', 'skipped'] as const) {
-        expect({ counter, value: await promQuery(prometheus.url, `crawlfleet_crawl_counter{crawl="${crawlId}",counter="${counter}"}`) }).toEqual({ counter, value: c[counter] });
+        expect({ counter, value: await promQuery(prometheus.url, `crawlfleet_crawl_${counter}_total{crawl="${crawlId}"}`) }).toEqual({ counter, value: c[counter] });
       }
       expect(await promQuery(prometheus.url, 'sum(crawlfleet_http_responses_total)')).toBe(c.fetched);
       expect(await promQuery(prometheus.url, 'max(crawlfleet_queue_backlog{queue="fetch"})')).toBe(0);
+
+      // Both endpoints follow Prometheus's naming conventions: promtool's linter has nothing to say.
+      const endpoints = { fetcher: `http://127.0.0.1:${ports.fetcher}/metrics`, writer: `http://127.0.0.1:${ports.writer}/metrics`, dashboard: `${dashboard}/metrics` };
+      for (const [what, url] of Object.entries(endpoints)) {
+        const text = await (await fetch(url, { headers: { authorization: auth } })).text();
+        expect(text).toMatch(/^process_cpu_seconds_total\{/m);
+        const linted = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+        expect({ what, status: linted.status, out: `${linted.stdout}${linted.stderr}`.trim() }).toEqual({ what, status: 0, out: '' });
+      }
     } finally {
       await browser.close();
       await prometheus.stop();

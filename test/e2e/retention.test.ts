@@ -279,7 +279,7 @@ describe('retention: gc collects finished crawls past the retention, leaving a s
 
       // The metrics carry the running crawl only: not the collected ones, not the recent one past the window.
       const metrics = await (await fetch(`http://127.0.0.1:${dashboardPort}/metrics`)).text();
-      expect(metricLabels(metrics, 'crawlfleet_crawl_counter')).toEqual(new Set([running]));
+      expect(metricLabels(metrics, 'crawlfleet_crawl_seen_total')).toEqual(new Set([running]));
       expect(metricLabels(metrics, 'crawlfleet_crawl_running')).toEqual(new Set([running]));
 
       // A collected crawl cannot be seeded again by mistake (its index is gone); reset forgets it.

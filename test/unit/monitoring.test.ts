@@ -39,7 +39,10 @@ describe('metrics', () => {
     expect(text).toContain('crawlfleet_http_responses_total{status_class="4xx",process="test"} 1');
     expect(text).toContain('crawlfleet_downloaded_bytes_total{process="test"} 1000');
     expect(text).toContain('crawlfleet_dead_letters_total{stage="fetch",code="ERR_HTTP_STATUS",process="test"} 1');
-    expect(text).toContain('crawlfleet_nodejs_eventloop_lag_seconds');
+    // Node's own metrics keep their standard names.
+    expect(text).toMatch(/^nodejs_eventloop_lag_seconds\{process="test"\} /m);
+    expect(text).toMatch(/^process_cpu_seconds_total\{process="test"\} /m);
+    expect(text).not.toContain('crawlfleet_nodejs_');
   });
 
   test('the heartbeat reports a stall of the event loop, and remembers it for its window', async () => {

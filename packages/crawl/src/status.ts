@@ -191,11 +191,27 @@ export function frontierBacklog(redis: RedisClient, keys: Keys): Promise<number>
 }
 
 /**
+ * The hosts of running crawls that may be handed a URL now: each has URLs waiting, room in flight,
+ * and its turn come (no delay, Crawl-delay or Retry-After hold ahead of it). What fetchers can start
+ * at once, as opposed to the frontier's whole backlog.
+ */
+export async function readyFrontierHosts(redis: RedisClient, keys: Keys): Promise<number> {
+  const [seconds, micros] = await redis.time();
+  const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  return sumOverCrawls(redis, keys, 'running', (k) => ['zcount', k.ready, String(nowMs)]);
+}
+
+/**
  * A count summed over every partition of every registered crawl in `state`, fleet-wide: `count`
  * names the command (and key) that gives one partition's count. One round trip per crawl and one
  * per partition, all sent at once: on Redis Cluster two partitions' keys may be on two shards.
  */
-export async function sumOverCrawls(redis: RedisClient, keys: Keys, state: CrawlState, count: (k: PartKeys) => ['scard', string] | ['hget', string, string]): Promise<number> {
+export async function sumOverCrawls(
+  redis: RedisClient,
+  keys: Keys,
+  state: CrawlState,
+  count: (k: PartKeys) => ['scard', string] | ['hget', string, string] | ['zcount', string, string],
+): Promise<number> {
   const ids = await redis.smembers(keys.crawlIndex());
   const counts = await Promise.all(
     ids.map(async (id) => {
@@ -204,8 +220,9 @@ export async function sumOverCrawls(redis: RedisClient, keys: Keys, state: Crawl
       if (crawlState !== state || layout === 'legacy' || layout === undefined) return 0;
       const each = await Promise.all(
         allPartKeys(keys, layout).map((k) => {
-          const [command, key, field] = count(k);
-          return command === 'scard' ? redis.scard(key) : redis.hget(key, field!);
+          const [command, key, arg] = count(k);
+          if (command === 'zcount') return redis.zcount(key, '-inf', arg);
+          return command === 'scard' ? redis.scard(key) : redis.hget(key, arg!);
         }),
       );
       return each.reduce<number>((n, v) => n + Number(v ?? 0), 0);

@@ -1,21 +1,30 @@
-import { Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Keys, Queues, Stage, RedisClient } from '@crawlfleet/core';
-import { COUNTER_NAMES, frontierBacklog, getStatus, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
+import { COUNTER_METRICS } from './metrics.js';
+import { COUNTER_NAMES, frontierBacklog, getStatus, listCrawlIds, readyFrontierHosts, type CrawlStatus } from '@crawlfleet/crawl';
 
-/** The fetch backlog's frontier part, for registerQueueGauges. */
-export const frontierOf = (redis: RedisClient, keys: Keys) => () => frontierBacklog(redis, keys);
+/** What registerQueueGauges reads of the running crawls' frontiers: every URL waiting, and the hosts ready now. */
+export interface FrontierReaders {
+  backlog: () => Promise<number>;
+  readyHosts: () => Promise<number>;
+}
+
+export const frontierOf = (redis: RedisClient, keys: Keys): FrontierReaders => ({ backlog: () => frontierBacklog(redis, keys), readyHosts: () => readyFrontierHosts(redis, keys) });
 
 const JOB_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed', 'completed'] as const;
 /** What autoscaling reads: every job of the queue that is not finished (delayed ones included). */
 const BACKLOG_STATES = ['waiting', 'active', 'delayed', 'prioritized'] as const;
+/** What can run now or runs: not the delayed jobs (waiting for their host's turn, a retry, or a paused crawl's). */
+const READY_STATES = ['waiting', 'active', 'prioritized'] as const;
 
 /**
- * Per queue and state, read from BullMQ at each scrape; and each queue's backlog, the metric
- * autoscaling uses (a KEDA Redis-list scaler would see the wait list only, not delayed jobs). The
- * fetch backlog adds the URLs waiting in the running crawls' frontiers (`frontier`): BullMQ holds
- * only a window of each crawl's URLs, and fetchers must scale on all of them.
+ * Per queue and state, read from BullMQ at each scrape; each queue's backlog (everything not
+ * finished, the running crawls' frontiers included: BullMQ holds only a window of each crawl's
+ * URLs); and each queue's ready work, what autoscaling reads. A backlog of a polite crawl is mostly
+ * URLs that must wait their host's turn, and a paused crawl's jobs wait for ever: scaling on it asks
+ * for fetchers that would sit idle.
  */
-export function registerQueueGauges(registry: Registry, queues: Partial<Queues>, frontier?: () => Promise<number>): void {
+export function registerQueueGauges(registry: Registry, queues: Partial<Queues>, frontier?: FrontierReaders): void {
   const list = Object.entries(queues) as [Stage, Queues[Stage]][];
   new Gauge({
     name: 'crawlfleet_queue_jobs',
@@ -29,6 +38,7 @@ export function registerQueueGauges(registry: Registry, queues: Partial<Queues>,
       }
     },
   });
+  const sumOf = (counts: Record<string, number>, states: readonly string[], plus: number) => states.reduce((n, s) => n + (counts[s] ?? 0), plus);
   new Gauge({
     name: 'crawlfleet_queue_backlog',
     help: "jobs of the queue not finished yet: waiting, active, delayed and prioritized; for fetch, also the URLs waiting in running crawls' frontiers",
@@ -36,12 +46,20 @@ export function registerQueueGauges(registry: Registry, queues: Partial<Queues>,
     registers: [registry],
     async collect() {
       for (const [stage, queue] of list) {
-        const counts = await queue.getJobCounts(...BACKLOG_STATES);
-        const waitingInFrontier = stage === 'fetch' && frontier ? await frontier() : 0;
-        this.set(
-          { queue: stage },
-          BACKLOG_STATES.reduce((n, s) => n + (counts[s] ?? 0), waitingInFrontier),
-        );
+        const waitingInFrontier = stage === 'fetch' && frontier ? await frontier.backlog() : 0;
+        this.set({ queue: stage }, sumOf(await queue.getJobCounts(...BACKLOG_STATES), BACKLOG_STATES, waitingInFrontier));
+      }
+    },
+  });
+  new Gauge({
+    name: 'crawlfleet_queue_ready',
+    help: "work the queue's workers can do now, what autoscaling reads: jobs waiting, prioritized or active (not delayed: jobs waiting for their host's turn or a retry, and a paused crawl's); for fetch, also the running crawls' hosts whose turn has come",
+    labelNames: ['queue'],
+    registers: [registry],
+    async collect() {
+      for (const [stage, queue] of list) {
+        const readyHosts = stage === 'fetch' && frontier ? await frontier.readyHosts() : 0;
+        this.set({ queue: stage }, sumOf(await queue.getJobCounts(...READY_STATES), READY_STATES, readyHosts));
       }
     },
   });
@@ -83,16 +101,17 @@ export function registerCrawlGauges(registry: Registry, redis: RedisClient, keys
     if (!last || Date.now() - last.at > 1000) last = { at: Date.now(), statuses: read() };
     return last.statuses;
   };
-  new Gauge({
-    name: 'crawlfleet_crawl_counter',
-    help: "a crawl's status counter, as `status` shows it (running and paused crawls, and for METRICS_FINISHED_SECONDS after a crawl finished)",
-    labelNames: ['crawl', 'spider', 'counter'],
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const s of await statuses()) for (const counter of COUNTER_NAMES) this.set({ crawl: s.crawlId, spider: s.spider, counter }, s.counters[counter]);
-    },
-  });
+  for (const counter of COUNTER_NAMES) {
+    storedTotals(
+      registry,
+      `crawlfleet_crawl_${counter}_total`,
+      `a crawl's ${counter} counter, as \`status\` shows it: ${COUNTER_METRICS[counter].help.replace(/ \(.*\)$/, '')} (running and paused crawls, and for METRICS_FINISHED_SECONDS after a crawl finished)`,
+      ['crawl', 'spider'],
+      async (add) => {
+        for (const s of await statuses()) add({ crawl: s.crawlId, spider: s.spider }, s.counters[counter]);
+      },
+    );
+  }
   new Gauge({
     name: 'crawlfleet_crawl_running',
     help: '1 while the crawl runs, 0 while it is paused and for METRICS_FINISHED_SECONDS after it finished (done, failed or cancelled)',
@@ -126,8 +145,30 @@ export function registerProxyGauges(registry: Registry, read: () => Promise<Prox
         for (const p of await read()) this.set({ proxy: p.proxy }, value(p));
       },
     });
-  gauge('crawlfleet_proxy_requests', 'requests through the proxy that got an answer or failed (fleet-wide)', (p) => p.ok + p.failed + p.blocked);
-  gauge('crawlfleet_proxy_failures', 'requests the proxy itself failed', (p) => p.failed);
-  gauge('crawlfleet_proxy_blocks', 'responses through the proxy classified as blocks', (p) => p.blocked);
+  const total = (name: string, help: string, value: (p: ProxyGaugeRow) => number) =>
+    storedTotals(registry, name, help, ['proxy'], async (add) => {
+      for (const p of await read()) add({ proxy: p.proxy }, value(p));
+    });
+  total('crawlfleet_proxy_requests_total', 'requests through the proxy that got an answer or failed (fleet-wide)', (p) => p.ok + p.failed + p.blocked);
+  total('crawlfleet_proxy_failures_total', 'requests the proxy itself failed', (p) => p.failed);
+  total('crawlfleet_proxy_blocks_total', 'responses through the proxy classified as blocks', (p) => p.blocked);
   gauge('crawlfleet_proxy_up', '1 when the proxy is in rotation, 0 while banned', (p) => (p.state === 'ok' ? 1 : 0));
+}
+
+/**
+ * A counter whose totals are kept in Redis, read at each scrape: a counter to Prometheus (the `_total`
+ * convention, rate() and increase()), though no process increments it. A reset crawl starts again
+ * from 0, which Prometheus reads as a counter reset.
+ */
+function storedTotals(registry: Registry, name: string, help: string, labelNames: string[], read: (add: (labels: Record<string, string>, value: number) => void) => Promise<void>): void {
+  new Counter({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      await read((labels, value) => this.inc(labels, Math.max(0, value)));
+    },
+  });
 }

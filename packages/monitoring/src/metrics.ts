@@ -27,6 +27,9 @@ export const COUNTER_METRICS: Record<CounterName, { name: string; help: string }
 const statusClass = (status: number) => `${Math.floor(status / 100)}xx`;
 
 /** A process's metrics: prom-client's defaults (CPU, memory, event-loop lag) and the fleet's own. */
+/** prom-client's default gauges whose names end in _total (a counter's suffix). */
+const MISNAMED_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 export class FleetMetrics {
   readonly registry = new Registry();
   private readonly counters = new Map<string, Counter | Gauge>();
@@ -41,7 +44,12 @@ export class FleetMetrics {
 
   constructor(labels: Record<string, string> = {}) {
     this.registry.setDefaultLabels(labels);
-    collectDefaultMetrics({ register: this.registry, prefix: 'crawlfleet_' });
+    // Node's own metrics under their standard names (process_cpu_seconds_total, nodejs_heap_size_used_bytes),
+    // which Prometheus users' dashboards and alerts already know.
+    collectDefaultMetrics({ register: this.registry });
+    // Except prom-client's three gauges named like counters, which Prometheus's linter (promtool check
+    // metrics) refuses; the same counts stay, by type, in nodejs_active_handles and its siblings.
+    for (const name of MISNAMED_DEFAULT_METRICS) this.registry.removeSingleMetric(name);
     const registers = [this.registry];
     for (const [counter, m] of Object.entries(COUNTER_METRICS)) {
       this.counters.set(counter, m.name.endsWith('_total') ? new Counter({ name: m.name, help: m.help, registers }) : new Gauge({ name: m.name, help: m.help, registers }));
