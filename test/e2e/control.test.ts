@@ -1,9 +1,10 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { catalogueSpider, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
-import { REDIS_URL, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { CLI, REDIS_URL, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
 
 const shape = siteShape(100, 20);
 
@@ -34,6 +35,14 @@ describe('crawl control: pause, resume, cancel, reset', () => {
       } finally {
         redis.disconnect();
       }
+
+      // `wait` on a terminal redraws the crawl's progress line; in a script it writes only the outcome.
+      const plain = await runCli(['wait', '--crawl-id', 'paused', '--timeout', '2'], { env });
+      expect({ code: plain.code, stderr: plain.stderr }).toEqual({ code: 124, stderr: 'crawl paused still running after 2 s\n' });
+      const onTerminal = spawnSync('script', ['-qec', `${CLI} wait --crawl-id paused --timeout 3`, '/dev/null'], { env, encoding: 'utf8', timeout: 60_000 });
+      expect(onTerminal.status).toBe(124);
+      expect(onTerminal.stdout).toMatch(/\r\x1b\[2Kpaused \| 0\/\d+ pages \| 0\.0\/s \| queues fetch 1 parse 0 write 0 \|/);
+      expect(onTerminal.stdout).toContain('crawl paused still running after 3 s');
 
       expect((await runCli(['resume', '--crawl-id', 'paused'], { env })).code).toBe(0);
       expect((await runCli(['wait', '--crawl-id', 'paused', '--timeout', '60'], { env })).code).toBe(0);

@@ -6,73 +6,115 @@ import { encodeUrlCredentials } from './redact.js';
 import { parseRedisUrl } from './redis.js';
 import { parseMongoCredentials } from './sink-spec.js';
 
+export interface EnvVariable {
+  /** the value when the variable is not set ('' for none) */
+  default: string;
+  doc: string;
+  /** the default as the docs show it, when the value is computed (a pool, a per-stage number) */
+  shown?: string;
+}
+
 /**
  * Every environment variable the fleet reads, with its default, in one table (Crawlee's ENV_MAP).
- * The README's configuration table is written from this.
+ * The README's configuration table is generated from this (envTableMarkdown).
  */
 export const ENV_TABLE = {
   REDIS_URL: {
     default: 'redis://127.0.0.1:6379',
-    doc: 'queues, frontier, crawl state. `redis+cluster://[user:pw@]h1:p1,h2:p2` selects Redis Cluster (`rediss+cluster://` with TLS); `redis+sentinel://[user:pw@]h1:p1,h2:p2/MASTER` selects Sentinel',
+    doc: 'queues, frontier, crawl state (`--redis` overrides). `redis+cluster://[user:pw@]h1:p1,h2:p2` selects Redis Cluster (`rediss+cluster://` with TLS); `redis+sentinel://[user:pw@]h1:p1,h2:p2/MASTER` selects Sentinel',
   },
   REDIS_STARTUP_TIMEOUT_MS: {
     default: '60000',
-    doc: 'how long a long-running process (`worker`, `dashboard`) started before Redis answers keeps trying to reach it (backoff 0.5 s doubling to 5 s, a log line per attempt) before it exits 1; 0 fails at once, as short commands (`seed`, `status`, `crawl`) always do',
+    doc: 'how long `worker` and `dashboard`, started while Redis does not answer yet, keep trying to reach it (backoff 0.5 s doubling to 5 s, a warning `redis not reachable yet, retrying` per attempt) before they exit 1 with `cannot reach Redis at URL within REDIS_STARTUP_TIMEOUT_MS (...)`; `0` fails at once. Short commands (`seed`, `status`, `wait`, `crawl`, ...) always fail at once',
   },
-  MONGO_URL: { default: 'mongodb://127.0.0.1:27017/crawlfleet', doc: 'item store used by writers' },
-  MONGO_CREDENTIALS: { default: '', doc: "a writer's credentials for other MongoDB servers than MONGO_URL's: URLs with user and password, whitespace-separated, or @path/to/file" },
-  QUEUE_PREFIX: { default: 'crawlfleet', doc: 'BullMQ prefix and prefix of every crawlfleet key' },
-  LOG_LEVEL: { default: 'info', doc: 'pino level; logs are JSON lines on stderr' },
-  USER_AGENTS: { default: '', doc: 'user agents to rotate, newline-separated, or @path/to/file' },
+  QUEUE_PREFIX: { default: 'crawlfleet', doc: 'prefix of every key; hash tags make it Redis Cluster ready' },
+  LOG_LEVEL: { default: 'info', doc: 'pino level; logs are JSON lines on stderr, credentials redacted' },
+  USER_AGENTS: { default: '', doc: 'user agents to rotate, newline-separated, or `@path/to/file`', shown: 'a built-in pool of 5' },
   LOCK_DURATION_MS: { default: '30000', doc: "BullMQ job lock; a killed worker's jobs run again after this" },
   MAX_STALLED_COUNT: {
     default: '',
-    doc: 'times a job may lose its worker (killed, crashed) and run again before it is dead-lettered as ERR_STALLED; default 10 for fetch and parse, 50 for write (idempotent, never a poison page)',
+    doc: 'times a job may lose its worker (killed, crashed) and run again before it is dead-lettered as `ERR_STALLED`: high enough that killed workers never reach it, low enough that a page that crashes its parser every time stops soon',
+    shown: '10 fetch and parse, 50 write',
   },
-  RECONCILE_INTERVAL_MS: { default: '15000', doc: 'how often one worker of the fleet checks for pending jobs that no BullMQ job carries any more' },
-  RECONCILE_GRACE_MS: { default: '30000', doc: 'how long a pending job must stay without a live BullMQ job before it is rebuilt or dead-lettered' },
-  SPIDER_DEPLOY_WAIT_MS: {
-    default: '600000',
-    doc: "how long a worker whose copy of a crawl's spider file is another version waits for the deploy (its jobs wait) before it dead-letters them ERR_SPIDER_VERSION",
-  },
+  RECONCILE_INTERVAL_MS: { default: '15000', doc: 'how often one worker of the fleet checks for pending jobs that no BullMQ job carries any more (docs/reliability.md)' },
+  RECONCILE_GRACE_MS: { default: '30000', doc: 'how long such a job must stay lost before it is rebuilt (its URL fetched again) or dead-lettered' },
   CRAWL_RETENTION: {
     default: '7d',
-    doc: "how long a finished crawl (done, failed, cancelled) keeps its state in Redis: past it, the reconciler's round (and `crawlfleet gc`) removes all but a small summary. A duration (`7d`, `36h`, `90m`, `1h30m`); `off`: only `crawlfleet gc --finished-before` collects",
+    doc: "how long a finished crawl (done, failed, cancelled) keeps its state in Redis; then the reconciler's round removes all but a summary (as `crawlfleet gc` does). A duration (`36h`, `1h30m`, `2w`; units `ms`, `s`, `m`, `h`, `d`, `w`), the same on every process of the fleet; `off`: only `crawlfleet gc --finished-before` collects",
+  },
+  SPIDER_DEPLOY_WAIT_MS: {
+    default: '600000',
+    doc: "how long a worker whose copy of a crawl's code spider is another version (a deploy under way) keeps its jobs waiting before it dead-letters them `ERR_SPIDER_VERSION`; the wrong copy is never imported",
   },
   FRONTIER_WINDOW: {
     default: '2000',
-    doc: "the most fetch jobs of one crawl in BullMQ at a time; the rest wait in the crawl's compact frontier list (about 250 bytes a URL, where a job costs about 1 KB)",
+    doc: "the most fetch jobs of one crawl in BullMQ at once, shared by its partitions (never below the spider's largest concurrency per partition); the crawl's other admitted URLs wait in their hosts' queues (about 51 bytes of Redis a URL, where a job costs about 1 KB)",
   },
   FRONTIER_PARTITIONS: {
     default: '',
-    doc: "how many partitions (hash slots, by host) a new crawl's frontier, seen-URL index and in-flight state are spread over; fixed for the crawl's life. Default 1 on one Redis, 16 on a Redis Cluster (one crawl then spreads over its masters). A crawl with maxPages has 1: its budget is one counter",
+    doc: "how many partitions (hash slots, by host) a new crawl's frontier, seen-URL index and in-flight state are spread over; fixed for the crawl's life. A crawl with `maxPages` has 1 (its budget is one counter)",
+    shown: '1 on one Redis, 16 on a Redis Cluster',
   },
-  PARSE_HIGH_WATER: { default: '5000', doc: 'fetchers pause while the parse queue holds more jobs than this' },
-  WRITE_HIGH_WATER: { default: '5000', doc: 'parsers pause while the write queue holds more jobs than this' },
+  // read where code spiders are compiled (spider/module.ts), not by loadEnv
+  CRAWLFLEET_SPIDER_CACHE: {
+    default: '',
+    doc: "where code spiders' compiled bundles are written (one file per version; any writable folder)",
+    shown: '`$TMPDIR/crawlfleet-spiders-<uid>`, private to the user',
+  },
+  PARSE_HIGH_WATER: { default: '5000', doc: 'fetchers hold back a crawl with more parse jobs than this, and stop taking work while the parse queue holds more than this ready to run' },
+  WRITE_HIGH_WATER: {
+    default: '5000',
+    doc: 'parsers hold back a crawl with more write jobs than this (its store down, say: the other crawls go on), and stop taking work while the write queue holds more than this ready to run',
+  },
+  MONGO_URL: {
+    default: 'mongodb://127.0.0.1:27017/crawlfleet',
+    doc: 'item store of the MongoDB writer; when set, `crawl` without `--out` writes there, and the tests use it instead of their own FerretDB',
+  },
+  MONGO_CREDENTIALS: {
+    default: '',
+    doc: "a writer's user and password for MongoDB servers other than `MONGO_URL`'s: `mongodb://user:password@host[:port]` URLs, whitespace-separated, or `@path/to/file`; a crawl's `--mongo` sink borrows the credentials of the URL naming the same hosts (see \"Credentials\" below)",
+  },
   WRITE_BATCH_SIZE: { default: '500', doc: 'a writer flushes when this many items have gathered...' },
-  WRITE_BATCH_MS: { default: '100', doc: '...or when this many milliseconds have passed' },
-  WRITE_ATTEMPTS: { default: '10', doc: 'attempts of a write job for faults of the write itself; an unavailable item store spends none (its jobs are parked until it answers)' },
-  PROXY_LIST: { default: '', doc: 'proxy URLs, comma- or newline-separated, or @path/to/file (`--proxies FILE` wins)' },
+  WRITE_BATCH_MS: { default: '100', doc: '...or when this many milliseconds have passed, whichever comes first' },
+  WRITE_ATTEMPTS: {
+    default: '10',
+    doc: 'attempts of a write job for faults of the write itself (then the dead-letter set); an unavailable item store spends none: its jobs are parked until it answers, however long that takes',
+  },
+  PROXY_LIST: { default: '', doc: 'proxy URLs, comma- or newline-separated, or `@path/to/file`; `--proxies FILE` wins' },
   PROXY_PROBE_URL: {
     default: '',
-    doc: "the URL a fetcher requests through a banned proxy to see whether it carries requests again (any HTTP answer will do), under the SSRF guard: a name must resolve to public addresses; an IP address written here is taken as it is. None: the probe only opens a connection to the proxy itself (TCP, and TLS for https:// proxies). Never a crawled page's URL",
+    doc: 'an `http://` or `https://` URL a fetcher requests through a banned proxy to see whether it carries requests again (any HTTP answer will do); under the SSRF guard: a name must resolve to public addresses, an IP address written here is taken as it is',
+    shown: 'none: a TCP (and TLS) connection to the banned proxy itself',
   },
   ROBOTS_CACHE_SECONDS: { default: '3600', doc: "how long the fleet keeps a host's robots.txt before fetching it again" },
-  HOST_RESOLVE: { default: '', doc: 'name:address pairs that replace DNS for those names, like curl --resolve (staging, tests); not applied through proxies' },
-  METRICS_PORT: { default: '', doc: 'when set, a worker (and `crawl`) serves /metrics, /healthz and /readyz on this port' },
-  METRICS_HOST: { default: '0.0.0.0', doc: 'the address the metrics port binds (0.0.0.0 in containers; 127.0.0.1 keeps it local)' },
-  LIVENESS_STALL_MS: { default: '5000', doc: '/healthz fails once the event loop has stalled this long (in the last 10 s)' },
+  HOST_RESOLVE: {
+    default: '',
+    doc: "`name:address` pairs that replace DNS for those names, like curl's `--resolve` (staging, tests); the SSRF guard still applies, through a proxy too (it is asked for the resolved IP) unless the spider sets `proxies.resolveNames`",
+  },
+  METRICS_PORT: { default: '', doc: 'a worker serves `/metrics`, `/healthz` and `/readyz` on this port' },
+  METRICS_HOST: { default: '0.0.0.0', doc: 'the address the metrics port binds (`127.0.0.1` keeps it on the machine)' },
+  LIVENESS_STALL_MS: { default: '5000', doc: '`/healthz` fails once the event loop has stalled this long (remembered for 10 s)' },
   METRICS_FINISHED_SECONDS: {
     default: '300',
-    doc: "how long the dashboard's metrics keep a crawl's series after it finished, so that a scrape records its final counters; then only running and paused crawls are exported",
+    doc: "how long the dashboard's crawl metrics keep a finished crawl after its end, so that a scrape records its final counters; then only running and paused crawls are exported",
   },
   DASHBOARD_USER: { default: '', doc: 'with DASHBOARD_PASSWORD: HTTP basic auth for every dashboard page; required to bind a non-loopback address' },
   DASHBOARD_PASSWORD: { default: '', doc: 'the dashboard password (see DASHBOARD_USER)' },
   DASHBOARD_ALLOWED_HOSTS: {
     default: '',
-    doc: "host names the dashboard answers besides localhost, IP addresses and its --host address (a tunnel, a reverse proxy), comma-separated; `.example.com` takes the name and every name under it, `*` any. A page of another site whose name is rebound to 127.0.0.1 (DNS rebinding) gets 403. Default: without credentials only those; with them any Host (each page needs the password). A change (POST, PUT, DELETE) is taken only from the dashboard's own pages, these names, or a client that sends no Origin",
+    doc: 'more host names the dashboard answers (a tunnel, a reverse proxy), comma-separated; `.example.com` takes the name and every name under it, `*` any `Host`. A change (POST, PUT, DELETE) is also taken from pages of these names',
+    shown: 'none: `localhost`, `*.localhost`, IP addresses and the `--host` address (with credentials: any)',
   },
-} as const;
+} satisfies Record<string, EnvVariable>;
+
+/**
+ * Pure: the README's configuration table (`crawlfleet env` prints it; test/unit/env-docs.test.ts keeps
+ * the README equal to it). `shown` is the default as a person reads it, where the value is computed.
+ */
+export function envTableMarkdown(): string {
+  const rows = Object.entries(ENV_TABLE as Record<string, EnvVariable>).map(([name, v]) => `| \`${name}\` | ${v.shown ?? (v.default === '' ? 'none' : `\`${v.default}\``)} | ${v.doc} |`);
+  return ['| variable | default | meaning |', '| --- | --- | --- |', ...rows].join('\n');
+}
 
 export type EnvName = keyof typeof ENV_TABLE;
 

@@ -155,6 +155,17 @@ program
   .action(run(async (spider: string) => (await import('./commands/validate.js')).validateCommand(spider)));
 
 program
+  .command('env')
+  .description("every environment variable crawlfleet reads, with its default and meaning (the README's configuration table)")
+  .action(
+    run(async () => {
+      const { envTableMarkdown } = await import('@crawlfleet/core');
+      process.stdout.write(`${envTableMarkdown()}\n`);
+      return 0;
+    }),
+  );
+
+program
   .command('init')
   .description('write a commented starter spider NAME.<format> in the current folder (it crawls the books demo site)')
   .argument('<name>', 'spider name: letters, digits, "_", "." and "-"')

@@ -1,4 +1,5 @@
-import type { CrawlStatus } from '@crawlfleet/crawl';
+import type { Keys, RedisClient } from '@crawlfleet/core';
+import { getStatus, type CrawlStatus } from '@crawlfleet/crawl';
 
 /** Pages per second over a sliding window, for progress and ETA. */
 export class RateMeter {
@@ -38,4 +39,24 @@ export function progressLine(status: CrawlStatus, pagesPerSecond: number): strin
     `errors ${c.failed} failed, ${c.retries} retries`,
     `ETA ${duration(eta)}`,
   ].join(' | ');
+}
+
+/**
+ * The progress line of a crawl redrawn on stderr at most once a second, from a wait loop's ticks;
+ * nothing when `enabled` is false (not a terminal, or --quiet). `end` moves past the line.
+ */
+export function progressTicker(redis: RedisClient, keys: Keys, crawlId: string, enabled: boolean): { tick: () => Promise<void>; end: () => void } {
+  const meter = new RateMeter();
+  let lastDraw = 0;
+  return {
+    tick: async () => {
+      if (!enabled || Date.now() - lastDraw < 1000) return;
+      lastDraw = Date.now();
+      const status = await getStatus(redis, keys, crawlId);
+      if (status) process.stderr.write(`\r\x1b[2K${progressLine(status, meter.add(status.counters.fetched))}`);
+    },
+    end: () => {
+      if (enabled && lastDraw > 0) process.stderr.write('\n');
+    },
+  };
 }

@@ -1,5 +1,5 @@
 import { defaultSinkSpec, loadSpiderDefinition, mongoSinkSpec, sinkSpecFor, type SinkSpec } from '@crawlfleet/core';
-import { getStatus, listDeadLetters } from '@crawlfleet/crawl';
+import { listDeadLetters } from '@crawlfleet/crawl';
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
 import { loadProxyList } from '@crawlfleet/politeness';
@@ -8,7 +8,7 @@ import { seedCrawl } from '@crawlfleet/seeder';
 import { startWriter } from '@crawlfleet/writer';
 import { EXIT, ExitError } from '../exit-codes.js';
 import { envWith } from '../options.js';
-import { RateMeter, progressLine } from '../progress.js';
+import { progressTicker } from '../progress.js';
 import { waitForEnd } from '../wait-for-end.js';
 import { fullStatus } from '../full-status.js';
 import { summarizeReasons } from './dead-letters.js';
@@ -77,21 +77,16 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
       });
     } else stages.push(startParser(ctx, { concurrency: parsing }));
     stages.push(startFetcher(ctx, { concurrency: options.concurrency, proxies }), startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }));
-    const showProgress = !options.quiet && process.stderr.isTTY === true;
-    const meter = new RateMeter();
-    let lastDraw = 0;
+    const progress = progressTicker(ctx.redis, ctx.keys, crawlId, !options.quiet && process.stderr.isTTY === true);
     const state = await waitForEnd(ctx.redis, ctx.keys, crawlId, {
       onTick: async () => {
         // A parser thread that died ends the crawl: nothing is lost (its jobs run again), and a
         // restart loop would hide the bug or the page that keeps killing it.
         if (threadFailure) throw new ExitError(EXIT.failure, `${threadFailure.message}; the crawl stopped: run it again with --crawl-id ${crawlId} to resume`);
-        if (!showProgress || Date.now() - lastDraw < 1000) return;
-        lastDraw = Date.now();
-        const status = await getStatus(ctx.redis, ctx.keys, crawlId);
-        if (status) process.stderr.write(`\r\x1b[2K${progressLine(status, meter.add(status.counters.fetched))}`);
+        await progress.tick();
       },
     });
-    if (showProgress) process.stderr.write('\n');
+    progress.end();
     stopReconciler();
     await Promise.all(stages.map((s) => s.close()));
     const status = await fullStatus(ctx, crawlId);
