@@ -1,6 +1,6 @@
 import { validateSpider } from '@crawlfleet/core';
 import { gzipSync } from 'node:zlib';
-import { assertUrlAddressAllowed, classifyResponse, decodeBody, decodeHtml, encodeBody, isHtml, isInlineRedirect, isPublicAddress, UserAgentRotation, DEFAULT_USER_AGENTS } from '@crawlfleet/fetch';
+import { assertUrlAddressAllowed, classifyResponse, decodeBody, decodeHtml, encodeBody, isHtml, isInlineRedirect, isPublicAddress, UserAgentRotation, identityHeaders } from '@crawlfleet/fetch';
 
 describe('SSRF guard', () => {
   test.each(['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fc00::1', '0.0.0.0', '::ffff:127.0.0.1', '100.64.0.1'])('%s is not public', (ip) => {
@@ -107,9 +107,29 @@ describe('page bodies cross Redis compressed', () => {
   });
 });
 
-test('user agents rotate: the spider list, else the environment, else the built-in pool', () => {
+test('user agents rotate: the spider list, else the environment, else generated browsers', () => {
   const r = new UserAgentRotation(['env-a', 'env-b']);
   expect([r.pick(), r.pick(), r.pick()]).toEqual(['env-a', 'env-b', 'env-a']);
   expect(r.pick(['spider'])).toBe('spider');
-  expect(DEFAULT_USER_AGENTS).toContain(new UserAgentRotation([]).pick());
+  // A given user agent keeps plain Accept headers: no client hints of a browser it may not be.
+  expect(identityHeaders('spider')).toEqual({ 'user-agent': 'spider', accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8', 'accept-language': 'en-US,en;q=0.8' });
+
+  const generated = new UserAgentRotation([]);
+  const agents = Array.from({ length: 24 }, () => generated.pick());
+  expect(new Set(agents).size).toBeGreaterThan(5);
+  for (const agent of agents) {
+    const h = identityHeaders(agent);
+    expect({ agent, ua: h['user-agent'], accept: h.accept?.startsWith('text/html'), encoding: h['accept-encoding'], connection: h.connection }).toEqual({
+      agent,
+      ua: agent,
+      accept: true,
+      encoding: 'gzip, deflate, br',
+      connection: undefined,
+    });
+    expect(agent).toMatch(/^Mozilla\/5\.0 \((Windows|Macintosh|X11)/);
+    // Client hints, where the browser sends them, name the user agent's own major version; Firefox sends none.
+    const chrome = /Chrome\/(\d+)\./.exec(agent)?.[1];
+    if (h['sec-ch-ua'] !== undefined) expect({ agent, hints: h['sec-ch-ua'] }).toEqual({ agent, hints: expect.stringContaining(`v="${chrome}"`) });
+    if (/Firefox\//.test(agent)) expect(h['sec-ch-ua']).toBeUndefined();
+  }
 });

@@ -29,7 +29,11 @@ export const ENV_TABLE = {
   },
   QUEUE_PREFIX: { default: 'crawlfleet', doc: 'prefix of every key; hash tags make it Redis Cluster ready' },
   LOG_LEVEL: { default: 'info', doc: 'pino level; logs are JSON lines on stderr, credentials redacted' },
-  USER_AGENTS: { default: '', doc: 'user agents to rotate, newline-separated, or `@path/to/file`', shown: 'a built-in pool of 5' },
+  USER_AGENTS: {
+    default: '',
+    doc: "user agents to rotate, newline-separated, or `@path/to/file`; a spider's `userAgents` win. Each goes with plain Accept headers. Without either, each fetcher draws 24 desktop browsers from header-generator (got-scraping's and Crawlee's), each with the client hints, Accept and Sec-Fetch headers that browser sends",
+    shown: 'generated browsers',
+  },
   LOCK_DURATION_MS: { default: '30000', doc: "BullMQ job lock; a killed worker's jobs run again after this" },
   MAX_STALLED_COUNT: {
     default: '',

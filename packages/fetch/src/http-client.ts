@@ -3,6 +3,7 @@ import { NonRetryableError, RetryableError, type Spider } from '@crawlfleet/core
 import { redirectTarget } from './redirect.js';
 import { lookup as dnsLookup } from 'node:dns';
 import { addressPolicy, assertUrlAddressAllowed, ForbiddenAddressError, guardLookup, type Lookup } from './address-guard.js';
+import { identityHeaders } from './user-agents.js';
 
 export interface FetchResult {
   /** the URL after redirects */
@@ -98,12 +99,7 @@ export async function fetchPage(url: string, spider: FetchSettings, options: Fet
       response: limits.timeoutMs,
       request: limits.timeoutMs,
     },
-    headers: {
-      'user-agent': options.userAgent,
-      accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8',
-      'accept-language': 'en-US,en;q=0.8',
-      ...shape?.headers,
-    },
+    headers: { ...identityHeaders(options.userAgent), ...shape?.headers },
     hooks: {
       beforeRedirect: [(next) => assertUrlAddressAllowed(next.url as URL, policy)],
     },
