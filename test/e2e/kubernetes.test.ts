@@ -1,10 +1,12 @@
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet, type IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { PodDisruptionBudget, type IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { NetworkPolicy, type INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Secret, type ISecret } from 'kubernetes-models/v1/Secret';
 import { Service, type IService } from 'kubernetes-models/v1/Service';
@@ -35,12 +37,16 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   'apps/v1/Deployment': Deployment,
   'apps/v1/StatefulSet': StatefulSet,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'keda.sh/v1alpha1/ScaledObject': ScaledObject,
 };
 
 const NAMESPACE = 'crawlfleet';
 const SECRET = 'crawlfleet-secrets';
 const SECRET_KEYS = ['REDIS_URL', 'MONGO_URL', 'PROXY_LIST', 'DASHBOARD_USER', 'DASHBOARD_PASSWORD'];
+/** What the test's secrets.env holds in place of the examples' replace-me. */
+const TEST_SECRET = 'test-secret-0123';
+const TEST_IMAGE = 'registry.example.com/crawlfleet:1.0.0';
 
 const WORKERS = [
   { stage: 'fetcher', queue: 'fetch', concurrency: 32, grace: 60, threshold: 32 },
@@ -49,20 +55,61 @@ const WORKERS = [
 ] as const;
 
 const OVERLAYS = {
-  small: { maxReplicas: { fetcher: 4, parser: 3, writer: 3 }, fetcherConcurrency: 32, databases: true },
-  large: { maxReplicas: { fetcher: 32, parser: 16, writer: 8 }, fetcherConcurrency: 64, databases: false },
+  small: {
+    maxReplicas: { fetcher: 4, parser: 3, writer: 3 },
+    fetcherConcurrency: 32,
+    databases: true,
+    image: 'crawlfleet:latest',
+    secretKeys: [...SECRET_KEYS, 'REDIS_PASSWORD', 'MONGO_USER', 'MONGO_PASSWORD'],
+  },
+  large: { maxReplicas: { fetcher: 32, parser: 16, writer: 8 }, fetcherConcurrency: 64, databases: false, image: TEST_IMAGE, secretKeys: SECRET_KEYS },
 } as const;
 
-function render(overlay: string): K8sObject[] {
+function kustomize(): string {
   const bin = process.env.KUSTOMIZE_BIN;
   if (!bin) {
     throw new Error('KUSTOMIZE_BIN is not set: run scripts/test.sh (its ensure_kustomize in scripts/services.sh builds kustomize and sets it)');
   }
-  const out = execFileSync(bin, ['build', join(ROOT, 'infra', 'k8s', 'overlays', overlay)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return bin;
+}
+
+/**
+ * A copy of infra/k8s with what an operator writes before applying an overlay: secrets.env from
+ * its example (every replace-me set), and for the large overlay image.env.
+ */
+function operatorCopy(files: { secrets?: boolean; image?: boolean } = { secrets: true, image: true }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'crawlfleet-k8s-'));
+  cpSync(join(ROOT, 'infra', 'k8s'), dir, { recursive: true });
+  for (const overlay of Object.keys(OVERLAYS)) {
+    rmSync(join(dir, 'overlays', overlay, 'secrets.env'), { force: true });
+    rmSync(join(dir, 'overlays', overlay, 'image.env'), { force: true });
+    const example = readFileSync(join(dir, 'overlays', overlay, 'secrets.env.example'), 'utf8');
+    if (files.secrets) writeFileSync(join(dir, 'overlays', overlay, 'secrets.env'), example.replaceAll('replace-me', TEST_SECRET));
+  }
+  if (files.image) writeFileSync(join(dir, 'overlays', 'large', 'image.env'), `IMAGE=${TEST_IMAGE}\n`);
+  return dir;
+}
+
+/** A Secret's values, decoded (a secretGenerator writes `data`, base64). */
+function secretValues(secret: ISecret): Record<string, string> {
+  return { ...Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')])), ...secret.stringData };
+}
+
+function render(overlay: string): K8sObject[] {
+  const dir = operatorCopy();
+  let out: string;
+  try {
+    out = execFileSync(kustomize(), ['build', join(dir, 'overlays', overlay)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
   const objects: K8sObject[] = [];
   for (const doc of parseAllDocuments(out)) {
     if (doc.errors.length > 0) throw new Error(`kustomize build ${overlay}: YAML errors: ${doc.errors.map((e) => e.message).join('; ')}`);
     const value = doc.toJS() as K8sObject | null;
+    // kustomize wraps a generated Secret's long base64 values at 70 characters; the API server's
+    // decoder (Go's encoding/base64) skips the line breaks, the schema's "byte" format does not.
+    if (value?.kind === 'Secret' && value.data) value.data = Object.fromEntries(Object.entries(value.data as Record<string, string>).map(([k, v]) => [k, v.replace(/\s+/g, '')]));
     if (value !== null) objects.push(value);
   }
   return objects;
@@ -187,16 +234,16 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
 
   test('the Secret has every key, and every secretKeyRef names it and one of its keys', () => {
     const secret = one<ISecret>('Secret', SECRET);
-    const keys = Object.keys({ ...secret.data, ...secret.stringData }).sort();
-    expect(keys).toEqual([...SECRET_KEYS].sort());
+    const keys = Object.keys(secretValues(secret)).sort();
+    expect(keys).toEqual([...expected.secretKeys].sort());
     for (const w of podOwners()) {
       for (const c of w.spec!.template.spec!.containers) {
         for (const e of c.env ?? []) {
           const ref = e.valueFrom?.secretKeyRef;
           if (!ref) continue;
           expect({ env: `${id(w)}/${c.name}/${e.name}`, secret: ref.name, key: keys.includes(ref.key) }).toEqual({ env: `${id(w)}/${c.name}/${e.name}`, secret: SECRET, key: true });
-          // credentials come from the Secret under their own name; only PROXY_LIST may be absent
-          expect(ref.key).toBe(e.name);
+          // crawlfleet's credentials come from the Secret under their own name; only PROXY_LIST may be absent
+          if (c.image === expected.image) expect(ref.key).toBe(e.name);
           expect(ref.optional ?? false).toBe(e.name === 'PROXY_LIST');
         }
       }
@@ -212,7 +259,7 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
       const pod = template.spec!;
       expect(pod.containers).toHaveLength(1);
       const c = pod.containers[0]!;
-      expect(c.image).toMatch(/^crawlfleet:/);
+      expect(c.image).toBe(expected.image);
       expect(c.args).toEqual(['worker', stage, '--concurrency', String(stage === 'fetcher' ? expected.fetcherConcurrency : concurrency)]);
       const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? `secret:${e.valueFrom?.secretKeyRef?.key}`]));
       expect(env).toMatchObject({ REDIS_URL: 'secret:REDIS_URL', QUEUE_PREFIX: 'crawlfleet', LOG_LEVEL: 'info', METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0' });
@@ -268,7 +315,7 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
     const d = one<IDeployment>('Deployment', 'crawlfleet-dashboard');
     const template = d.spec!.template;
     const c = template.spec!.containers[0]!;
-    expect(c.image).toMatch(/^crawlfleet:/);
+    expect(c.image).toBe(expected.image);
     expect(c.args).toEqual(['dashboard', '--host', '0.0.0.0', '--port', '3000']);
     const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? `secret:${e.valueFrom?.secretKeyRef?.key}`]));
     expect(env).toMatchObject({
@@ -312,7 +359,7 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
 
       const mongo = one<IStatefulSet>('StatefulSet', 'mongo');
       const mc = mongo.spec!.template.spec!.containers[0]!;
-      expect(mc.image).toMatch(/^mongo:7(\.|$|-)/);
+      expect(mc.image).toMatch(/^mongo:8\.\d+\.\d+$/);
       expect(mc.readinessProbe?.exec?.command).toEqual(['mongosh', '--quiet', '--eval', "db.adminCommand('ping')"]);
       expect(mc.volumeMounts).toContainEqual(expect.objectContaining({ mountPath: '/data/db' }));
 
@@ -327,12 +374,28 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
         expect(selects(svc.spec!.selector, s.spec!.template.metadata?.labels)).toBe(true);
       }
 
-      const secret = one<ISecret>('Secret', SECRET);
-      expect(secret.stringData).toMatchObject({ REDIS_URL: 'redis://redis:6379', MONGO_URL: 'mongodb://mongo:27017/crawlfleet' });
+      const secret = secretValues(one<ISecret>('Secret', SECRET));
+      // Both with passwords: the ones the Secret gives the stores are the ones in the fleet's URLs.
+      expect(args).toContain('--requirepass $(REDIS_PASSWORD)');
+      expect(rc.env?.find((e) => e.name === 'REDIS_PASSWORD')?.valueFrom?.secretKeyRef).toEqual({ name: SECRET, key: 'REDIS_PASSWORD' });
+      expect(mc.env?.find((e) => e.name === 'MONGO_INITDB_ROOT_PASSWORD')?.valueFrom?.secretKeyRef).toEqual({ name: SECRET, key: 'MONGO_PASSWORD' });
+      expect(decodeURIComponent(new URL(secret.REDIS_URL!).password)).toBe(secret.REDIS_PASSWORD);
+      expect(decodeURIComponent(new URL(secret.MONGO_URL!).password)).toBe(secret.MONGO_PASSWORD);
+      expect(decodeURIComponent(new URL(secret.MONGO_URL!).username)).toBe(secret.MONGO_USER);
+      // Only crawlfleet's pods reach them.
+      for (const [owner, port] of [
+        [redis, 6379],
+        [mongo, 27017],
+      ] as const) {
+        const policies = all<INetworkPolicy>('NetworkPolicy').filter((p) => selects(p.spec!.podSelector?.matchLabels, owner.spec!.template.metadata?.labels));
+        expect(policies.map((p) => ({ types: p.spec!.policyTypes, ingress: p.spec!.ingress }))).toEqual([
+          { types: ['Ingress'], ingress: [{ from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'crawlfleet' } } }], ports: [{ protocol: 'TCP', port }] }] },
+        ]);
+      }
       // each URL's host and port is a Service of the overlay that serves that port
       for (const [url, owner] of [
-        [secret.stringData!.REDIS_URL!, redis],
-        [secret.stringData!.MONGO_URL!, mongo],
+        [secret.REDIS_URL!, redis],
+        [secret.MONGO_URL!, mongo],
       ] as const) {
         const { hostname, port } = new URL(url);
         const svc = one<IService>('Service', hostname);
@@ -345,10 +408,52 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
       expect(all('StatefulSet')).toEqual([]);
       const images = podOwners().flatMap((w) => w.spec!.template.spec!.containers.map((c) => c.image));
       expect(images.filter((i) => /^(redis|mongo)\b/.test(i ?? ''))).toEqual([]);
-      // the placeholders stay placeholders: the real URLs are the operator's to provide
-      expect(one<ISecret>('Secret', SECRET).stringData?.REDIS_URL).toMatch(/replace-me/);
+      // the URLs are the operator's, from secrets.env
+      expect(secretValues(one<ISecret>('Secret', SECRET)).REDIS_URL).toBe(`rediss://default:${TEST_SECRET}@my-redis.example.net:6380`);
       const readme = readFileSync(join(ROOT, 'infra', 'k8s', 'overlays', overlay, 'README.md'), 'utf8');
       for (const needed of ['noeviction', 'AOF', 'replica set', 'crawlfleet-secrets']) expect(readme).toContain(needed);
     });
   }
+});
+
+describe("infra/k8s: what the operator must provide, and the fetchers' egress", () => {
+  test('an overlay does not build without secrets.env (no placeholder Secret over a real one), nor the large one without image.env', () => {
+    const build = (dir: string, overlay: string) => spawnSync(kustomize(), ['build', join(dir, 'overlays', overlay)], { encoding: 'utf8' });
+    const noSecrets = operatorCopy({ image: true });
+    const noImage = operatorCopy({ secrets: true });
+    try {
+      for (const overlay of Object.keys(OVERLAYS)) {
+        const r = build(noSecrets, overlay);
+        expect({ overlay, status: r.status === 0, error: /secrets\.env/.test(r.stderr) }).toEqual({ overlay, status: false, error: true });
+      }
+      const r = build(noImage, 'large');
+      expect({ status: r.status === 0, error: /image\.env/.test(r.stderr) }).toEqual({ status: false, error: true });
+      expect(build(noImage, 'small').status).toBe(0);
+    } finally {
+      rmSync(noSecrets, { recursive: true, force: true });
+      rmSync(noImage, { recursive: true, force: true });
+    }
+    // The examples hold replace-me, which crawlfleet refuses at start (test/unit/env-placeholders.test.ts).
+    for (const overlay of Object.keys(OVERLAYS)) expect(readFileSync(join(ROOT, 'infra', 'k8s', 'overlays', overlay, 'secrets.env.example'), 'utf8')).toMatch(/^DASHBOARD_PASSWORD=replace-me$/m);
+  });
+
+  test.each(Object.keys(OVERLAYS))("%s: the fetchers reach DNS, the data stores and the public web, not the cluster's ranges or 169.254.169.254", (overlay) => {
+    const objects = render(overlay);
+    const fetcher = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'crawlfleet-fetcher') as IDeployment & K8sObject;
+    const policies = objects.filter((o) => o.kind === 'NetworkPolicy') as (INetworkPolicy & K8sObject)[];
+    const own = policies.filter((p) => selects(p.spec!.podSelector?.matchLabels, fetcher.spec!.template.metadata?.labels));
+    expect(own).toHaveLength(1);
+    const spec = own[0]!.spec!;
+    expect(spec.policyTypes).toEqual(['Egress']);
+    const rules = spec.egress ?? [];
+    // rules without `to` open ports only: DNS and the data stores'
+    const portOnly = rules.filter((r) => !r.to).flatMap((r) => (r.ports ?? []).map((p) => `${p.protocol}/${p.port}`));
+    expect(portOnly.sort()).toEqual(['TCP/26379', 'TCP/27017', 'TCP/53', 'TCP/6379', 'TCP/6380', 'UDP/53'].sort());
+    const blocks = rules.flatMap((r) => r.to ?? []).map((t) => t.ipBlock);
+    expect(blocks.every((b) => b !== undefined)).toBe(true);
+    const v4 = blocks.find((b) => b!.cidr === '0.0.0.0/0')!;
+    for (const range of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '127.0.0.0/8', '100.64.0.0/10']) expect(v4.except).toContain(range);
+    const v6 = blocks.find((b) => b!.cidr === '::/0')!;
+    for (const range of ['fc00::/7', 'fe80::/10', '::1/128']) expect(v6.except).toContain(range);
+  });
 });

@@ -243,15 +243,28 @@ export function readListValue(value: string, name: string, separators = /[\n,]/)
     .filter((s) => s.length > 0 && !s.startsWith('#'));
 }
 
+/** The variables that carry credentials: an example's placeholder in one of them is refused at start. */
+const SECRET_VARIABLES = ['REDIS_URL', 'MONGO_URL', 'MONGO_CREDENTIALS', 'PROXY_LIST', 'DASHBOARD_PASSWORD'] as const;
+
+/**
+ * Pure: the credential variables still holding the examples' `replace-me` (infra/k8s's
+ * secrets.env.example): a fleet started with one would run with a known password, or fail later
+ * with a puzzling error.
+ */
+export function placeholderSecrets(raw: Record<string, string | undefined>): string[] {
+  return SECRET_VARIABLES.filter((name) => /replace-me/i.test(raw[name] ?? '')).map((name) => `${name}: still the example's placeholder "replace-me"; set a real value`);
+}
+
 export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
   const raw: Record<string, string> = {};
   for (const [name, spec] of Object.entries(ENV_TABLE)) raw[name] = source[name] ?? spec.default;
   const parsed = envSchema.safeParse(raw);
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+  const placeholders = placeholderSecrets(raw);
+  if (!parsed.success || placeholders.length > 0) {
+    const issues = [...(parsed.error?.issues ?? []).map((i) => `${i.path.join('.')}: ${i.message}`), ...placeholders];
     throw new ConfigError(`invalid environment: ${issues.join('; ')}`, { file: 'environment', issues });
   }
-  const e = parsed.data;
+  const e = parsed.data!;
   return {
     // A password pasted unencoded (`redis://:p@ss/w@host`) is encoded here, once, for every client.
     redisUrl: encodeUrlCredentials(e.REDIS_URL),
