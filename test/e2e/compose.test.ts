@@ -60,7 +60,10 @@ const KNOWN_METRICS = [
   'crawlfleet_proxy_up',
   'crawlfleet_write_batch_items',
   'crawlfleet_write_batch_duration_seconds',
+  'crawlfleet_sinks_unavailable',
 ];
+/** Grafana's datasource variable, as the dashboard's panels name their datasource (not a JS template). */
+const DATASOURCE_VARIABLE = ['$', '{datasource}'].join('');
 /** What the dashboard must show (each of these in at least one expr). */
 const REQUIRED_IN_DASHBOARD = KNOWN_METRICS;
 
@@ -595,7 +598,7 @@ describe('docker-compose.yml', () => {
     const dashboard = JSON.parse(readFileSync(GRAFANA_DASHBOARD, 'utf8')) as {
       uid: string;
       schemaVersion: number;
-      templating: { list: { name: string; datasource?: { uid: string } }[] };
+      templating: { list: { name: string; type?: string; query?: unknown; datasource?: { uid: string } }[] };
       panels: {
         id: number;
         type: string;
@@ -663,11 +666,24 @@ describe('docker-compose.yml', () => {
           }
         }
         if (p.type === 'row') continue;
-        expect({ title: p.title, ds: p.datasource?.uid }).toEqual({ title: p.title, ds: ds.uid });
+        // Every query goes to the datasource variable's Prometheus (the provisioned one by default),
+        // and filters by the job and namespace variables: the dashboard works outside compose too.
+        expect({ title: p.title, ds: p.datasource?.uid }).toEqual({ title: p.title, ds: DATASOURCE_VARIABLE });
         expect((p.targets ?? []).length).toBeGreaterThan(0);
-        for (const t of p.targets!) expect({ title: p.title, ok: /^[A-Z]$/.test(t.refId) && t.expr.length > 0 && t.datasource?.uid === ds.uid }).toEqual({ title: p.title, ok: true });
+        for (const t of p.targets!) {
+          expect({ title: p.title, ok: /^[A-Z]$/.test(t.refId) && t.expr.length > 0 && t.datasource?.uid === DATASOURCE_VARIABLE }).toEqual({ title: p.title, ok: true });
+          const selectors = t.expr.match(/\{[^}]*\}/g) ?? [];
+          expect({ expr: t.expr, filtered: selectors.length > 0 && selectors.every((m) => m.includes('job=~"$job"') && m.includes('namespace=~"$namespace"')) }).toEqual({
+            expr: t.expr,
+            filtered: true,
+          });
+        }
       }
-      for (const v of dashboard.templating.list) expect(v.datasource?.uid).toBe(ds.uid);
+      const [dsVariable, ...queryVariables] = dashboard.templating.list;
+      expect(dsVariable).toMatchObject({ type: 'datasource', name: 'datasource', query: 'prometheus' });
+      expect(queryVariables.map((v) => v.name)).toEqual(['job', 'namespace', 'crawl']);
+      for (const v of queryVariables) expect(v.datasource?.uid).toBe(DATASOURCE_VARIABLE);
+      expect(ds.uid).toBe('crawlfleet-prometheus');
 
       // Only the fleet's metric names; each of the required ones on some panel.
       const used = new Set(exprs.flatMap((e) => [...e.matchAll(/crawlfleet_[a-z0-9_]+/g)].map((m) => m[0])));
@@ -675,12 +691,20 @@ describe('docker-compose.yml', () => {
       const unknown = [...used].filter((n) => !KNOWN_METRICS.includes(n) && !KNOWN_METRICS.includes(base(n)) && !n.startsWith('process_') && !n.startsWith('nodejs_'));
       expect(unknown).toEqual([]);
       expect(REQUIRED_IN_DASHBOARD.filter((n) => ![...used].some((u) => u === n || base(u) === n))).toEqual([]);
-      expect(exprs.filter((e) => e.includes('histogram_quantile')).every((e) => /_bucket\[/.test(e) && /by \(le\)/.test(e))).toBe(true);
+      expect(exprs.filter((e) => e.includes('histogram_quantile')).every((e) => /_bucket(\{[^}]*\})?\[/.test(e) && /by \(le\)/.test(e))).toBe(true);
 
       // PromQL: promtool parses each expression as a recording rule (Grafana's variables substituted).
       const dir = tempDir('promql');
       const rules = {
-        groups: [{ name: 'dashboard', rules: exprs.map((expr, i) => ({ record: `dashboard:expr_${i}`, expr: expr.replaceAll('$__rate_interval', '1m').replaceAll('$crawl', '.*') })) }],
+        groups: [
+          {
+            name: 'dashboard',
+            rules: exprs.map((expr, i) => ({
+              record: `dashboard:expr_${i}`,
+              expr: expr.replaceAll('$__rate_interval', '1m').replaceAll('$crawl', '.*').replaceAll('$job', '.*').replaceAll('$namespace', '.*'),
+            })),
+          },
+        ],
       };
       writeFileSync(join(dir, 'rules.yml'), JSON.stringify(rules));
       const checked = spawnSync('promtool', ['check', 'rules', join(dir, 'rules.yml')], { encoding: 'utf8' });
@@ -1036,7 +1060,7 @@ describe('docker-compose.yml', () => {
       const allExprs = dashboardJson.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
       for (const expr of allExprs) {
         if (expr.includes('crawlfleet_proxy_')) continue;
-        const res = await promQuery(expr.replaceAll('$__rate_interval', '5m').replaceAll('$crawl', '.*'));
+        const res = await promQuery(expr.replaceAll('$__rate_interval', '5m').replaceAll('$crawl', '.*').replaceAll('$job', '.*').replaceAll('$namespace', '.*'));
         expect({ expr, status: res.status }).toEqual({ expr, status: 'success' });
         const noData = res.data.result.length === 0 || res.data.result.every((r) => Number.isNaN(Number(r.value[1])));
         if (noData) empty.push(expr);

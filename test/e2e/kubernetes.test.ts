@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -13,6 +13,9 @@ import { Service, type IService } from 'kubernetes-models/v1/Service';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IPodTemplateSpec } from 'kubernetes-models/v1/PodTemplateSpec';
 import { ScaledObject, type IScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
+import { PrometheusRule, type IPrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
+import { ServiceMonitor, type IServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
+import { stringify as toYaml } from 'yaml';
 import { ROOT } from '../helpers/cli.js';
 
 /**
@@ -39,6 +42,8 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'keda.sh/v1alpha1/ScaledObject': ScaledObject,
+  'monitoring.coreos.com/v1/ServiceMonitor': ServiceMonitor,
+  'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule,
 };
 
 const NAMESPACE = 'crawlfleet';
@@ -95,11 +100,21 @@ function secretValues(secret: ISecret): Record<string, string> {
   return { ...Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')])), ...secret.stringData };
 }
 
-function render(overlay: string): K8sObject[] {
+function render(overlay: string, components: string[] = []): K8sObject[] {
   const dir = operatorCopy();
   let out: string;
   try {
-    out = execFileSync(kustomize(), ['build', join(dir, 'overlays', overlay)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    let target = join(dir, 'overlays', overlay);
+    if (components.length > 0) {
+      // an overlay of the operator's own that adds the components
+      target = join(dir, 'overlays', `${overlay}-with-components`);
+      mkdirSync(target);
+      writeFileSync(
+        join(target, 'kustomization.yaml'),
+        toYaml({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: [`../${overlay}`], components: components.map((c) => `../../components/${c}`) }),
+      );
+    }
+    out = execFileSync(kustomize(), ['build', target], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -455,5 +470,95 @@ describe("infra/k8s: what the operator must provide, and the fetchers' egress", 
     for (const range of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '127.0.0.0/8', '100.64.0.0/10']) expect(v4.except).toContain(range);
     const v6 = blocks.find((b) => b!.cidr === '::/0')!;
     for (const range of ['fc00::/7', 'fe80::/10', '::1/128']) expect(v6.except).toContain(range);
+  });
+});
+
+describe('infra/k8s/components/monitoring (Prometheus Operator)', () => {
+  const objects = () => render('small', ['monitoring']);
+
+  test('ServiceMonitors find the three worker Services on their metrics port and the dashboard with its credentials; every object is valid', () => {
+    const all = objects();
+    expect(schemaErrors(all)).toEqual([]);
+    const monitors = all.filter((o) => o.kind === 'ServiceMonitor') as (IServiceMonitor & K8sObject)[];
+    const services = all.filter((o) => o.kind === 'Service') as (IService & K8sObject)[];
+    const selected = (m: IServiceMonitor) =>
+      services.filter((svc) => {
+        const labels = svc.metadata.labels ?? {};
+        const sel = m.spec.selector;
+        return selects(sel.matchLabels, labels) && (sel.matchExpressions ?? []).every((e) => e.operator === 'In' && (e.values ?? []).includes(labels[e.key] ?? ''));
+      });
+    const workers = monitors.find((m) => m.metadata.name === 'crawlfleet-workers')!;
+    expect(
+      selected(workers)
+        .map((svc) => svc.metadata.name)
+        .sort(),
+    ).toEqual(['crawlfleet-fetcher-metrics', 'crawlfleet-parser-metrics', 'crawlfleet-writer-metrics']);
+    for (const svc of selected(workers)) expect(svc.spec!.ports?.map((p) => p.name)).toContain(workers.spec.endpoints![0]!.port);
+    expect(workers.spec.endpoints![0]!.relabelings).toContainEqual(expect.objectContaining({ targetLabel: 'stage' }));
+    const dashboard = monitors.find((m) => m.metadata.name === 'crawlfleet-dashboard')!;
+    expect(selected(dashboard).map((svc) => svc.metadata.name)).toEqual(['crawlfleet-dashboard']);
+    const auth = dashboard.spec.endpoints![0]!.basicAuth!;
+    const secret = secretValues(all.find((o) => o.kind === 'Secret') as ISecret & K8sObject);
+    expect([auth.username?.name, auth.password?.name]).toEqual([SECRET, SECRET]);
+    expect(Object.keys(secret)).toEqual(expect.arrayContaining([auth.username!.key, auth.password!.key]));
+  });
+
+  test('the alerts: promtool accepts the rules, and each fires on the series it is for and not on the others', () => {
+    const rule = objects().find((o) => o.kind === 'PrometheusRule') as IPrometheusRule & K8sObject;
+    const groups = rule.spec!.groups!;
+    const names = groups.flatMap((g) => (g.rules ?? []).map((r) => r.alert));
+    expect(names).toEqual(['CrawlfleetSinkUnavailable', 'CrawlfleetDeadLettersRising', 'CrawlfleetRedisMemoryNearMax', 'CrawlfleetCrawlNoProgress', 'CrawlfleetBacklogOnlyGrows']);
+    const dir = mkdtempSync(join(tmpdir(), 'crawlfleet-rules-'));
+    try {
+      writeFileSync(join(dir, 'rules.yml'), toYaml({ groups }));
+      const checked = spawnSync('promtool', ['check', 'rules', join(dir, 'rules.yml')], { encoding: 'utf8' });
+      expect({ status: checked.status, out: checked.stdout + checked.stderr }).toMatchObject({ status: 0 });
+      // promtool test rules compares annotations too: the copy under test has none (check rules read them).
+      const bare = { groups: groups.map((g) => ({ ...g, rules: (g.rules ?? []).map(({ annotations: _a, ...r }) => r) })) };
+      writeFileSync(join(dir, 'bare.yml'), toYaml(bare));
+      const alert = (at: string, name: string, labels: Record<string, string>[]) => ({ eval_time: at, alertname: name, exp_alerts: labels.map((l) => ({ exp_labels: l })) });
+      const w = { severity: 'warning', namespace: 'c' };
+      const tests = {
+        rule_files: ['bare.yml'],
+        evaluation_interval: '1m',
+        tests: [
+          {
+            interval: '1m',
+            input_series: [
+              { series: 'crawlfleet_sinks_unavailable{namespace="c",instance="w1"}', values: '0 0 1x20' },
+              { series: 'crawlfleet_sinks_unavailable{namespace="c",instance="w2"}', values: '0x22' },
+              { series: 'crawlfleet_dead_letters_total{namespace="c",stage="fetch",code="ERR_HTTP_STATUS"}', values: '0+2x60' },
+              { series: 'crawlfleet_dead_letters_total{namespace="c",stage="fetch",code="ERR_TIMEOUT"}', values: '0+0.1x60' },
+              { series: 'crawlfleet_redis_memory_used_bytes{namespace="c",node="r1:6379"}', values: '900x30' },
+              { series: 'crawlfleet_redis_memory_max_bytes{namespace="c",node="r1:6379"}', values: '1000x30' },
+              { series: 'crawlfleet_redis_memory_used_bytes{namespace="c",node="r2:6379"}', values: '900x30' },
+              { series: 'crawlfleet_redis_memory_max_bytes{namespace="c",node="r2:6379"}', values: '0x30' },
+              { series: 'crawlfleet_crawl_running{namespace="c",crawl="stuck",state="running"}', values: '1x80' },
+              // progress for 20 minutes, then none
+              { series: 'crawlfleet_crawl_fetched_total{namespace="c",crawl="stuck",spider="s"}', values: '0+10x20 200x60' },
+              { series: 'crawlfleet_crawl_running{namespace="c",crawl="moving",state="running"}', values: '1x80' },
+              { series: 'crawlfleet_crawl_fetched_total{namespace="c",crawl="moving",spider="s"}', values: '0+5x80' },
+              { series: 'crawlfleet_queue_backlog{namespace="c",queue="parse"}', values: '0+10x200' },
+              { series: 'crawlfleet_queue_backlog{namespace="c",queue="write"}', values: '50x200' },
+            ],
+            alert_rule_test: [
+              alert('12m', 'CrawlfleetSinkUnavailable', [{ ...w, instance: 'w1' }]),
+              alert('5m', 'CrawlfleetSinkUnavailable', []),
+              alert('40m', 'CrawlfleetDeadLettersRising', [{ ...w, stage: 'fetch', code: 'ERR_HTTP_STATUS' }]),
+              alert('20m', 'CrawlfleetRedisMemoryNearMax', [{ severity: 'critical', namespace: 'c', node: 'r1:6379' }]),
+              alert('70m', 'CrawlfleetCrawlNoProgress', [{ ...w, crawl: 'stuck' }]),
+              alert('45m', 'CrawlfleetCrawlNoProgress', []),
+              alert('150m', 'CrawlfleetBacklogOnlyGrows', [{ ...w, queue: 'parse' }]),
+              alert('100m', 'CrawlfleetBacklogOnlyGrows', []),
+            ],
+          },
+        ],
+      };
+      writeFileSync(join(dir, 'tests.yml'), toYaml(tests));
+      const tested = spawnSync('promtool', ['test', 'rules', join(dir, 'tests.yml')], { encoding: 'utf8', cwd: dir });
+      expect({ status: tested.status, out: tested.status === 0 ? '' : tested.stdout + tested.stderr }).toEqual({ status: 0, out: '' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

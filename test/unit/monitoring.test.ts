@@ -1,5 +1,5 @@
 import { authorized, dashboardAccess, isLoopbackHost } from '@crawlfleet/dashboard';
-import { COUNTER_METRICS, FleetMetrics, Heartbeat } from '@crawlfleet/monitoring';
+import { COUNTER_METRICS, FleetMetrics, Heartbeat, redisMemory } from '@crawlfleet/monitoring';
 import { COUNTER_NAMES } from '@crawlfleet/crawl';
 
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
@@ -58,4 +58,10 @@ describe('metrics', () => {
     expect(beat.stalledMs()).toBeGreaterThanOrEqual(250);
     beat.stop();
   });
+});
+
+test("Redis's memory and its maxmemory from INFO memory, for the alert near maxmemory", () => {
+  const info = '# Memory\r\nused_memory:1048576\r\nused_memory_human:1.00M\r\nused_memory_rss:4194304\r\nmaxmemory:1073741824\r\nmaxmemory_human:1.00G\r\n';
+  expect(redisMemory(info)).toEqual({ used: 1048576, max: 1073741824 });
+  expect(redisMemory('used_memory:5\r\nmaxmemory:0\r\n')).toEqual({ used: 5, max: 0 });
 });

@@ -1,4 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { Cluster, type Redis } from 'ioredis';
 import type { Keys, Queues, Stage, RedisClient } from '@crawlfleet/core';
 import { COUNTER_METRICS } from './metrics.js';
 import { COUNTER_NAMES, frontierBacklog, getStatus, listCrawlIds, readyFrontierHosts, type CrawlStatus } from '@crawlfleet/crawl';
@@ -171,4 +172,40 @@ function storedTotals(registry: Registry, name: string, help: string, labelNames
       await read((labels, value) => this.inc(labels, Math.max(0, value)));
     },
   });
+}
+
+/** Pure: used_memory and maxmemory (0: no limit) from the text of INFO memory. */
+export function redisMemory(info: string): { used: number; max: number } {
+  const field = (name: string) => Number(new RegExp(`^${name}:(\\d+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+  return { used: field('used_memory'), max: field('maxmemory') };
+}
+
+/**
+ * Redis's memory against its maxmemory, per node (every master of a cluster), read at each scrape:
+ * at maxmemory a noeviction Redis refuses writes and the fleet stops (the alert
+ * CrawlfleetRedisMemoryNearMax warns before).
+ */
+export function registerRedisGauges(registry: Registry, redis: RedisClient): void {
+  const read = async () => {
+    const nodes: Redis[] = redis instanceof Cluster ? redis.nodes('master') : [redis];
+    return Promise.all(nodes.map(async (node) => ({ node: `${node.options.host ?? ''}:${node.options.port ?? ''}`, ...redisMemory(await node.info('memory')) })));
+  };
+  let last: { at: number; rows: ReturnType<typeof read> } | undefined;
+  const rows = () => {
+    if (!last || Date.now() - last.at > 1000) last = { at: Date.now(), rows: read() };
+    return last.rows;
+  };
+  const gauge = (name: string, help: string, value: (r: { used: number; max: number }) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['node'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const r of await rows()) this.set({ node: r.node }, value(r));
+      },
+    });
+  gauge('crawlfleet_redis_memory_used_bytes', "Redis's used_memory, per node", (r) => r.used);
+  gauge('crawlfleet_redis_memory_max_bytes', "Redis's maxmemory, per node (0: no limit)", (r) => r.max);
 }

@@ -5,7 +5,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import { STAGES } from '@crawlfleet/core';
 import { getStatus, listCrawlIds, type CrawlStatus } from '@crawlfleet/crawl';
-import { frontierOf, healthHandler, listenOn, registerCrawlGauges, registerProxyGauges, registerQueueGauges, stopServer } from '@crawlfleet/monitoring';
+import { frontierOf, healthHandler, listenOn, registerCrawlGauges, registerProxyGauges, registerQueueGauges, registerRedisGauges, stopServer } from '@crawlfleet/monitoring';
 import { proxyView, readProxyHealth } from '@crawlfleet/politeness';
 import type { FleetContext } from '@crawlfleet/runtime';
 import { authorized, dashboardAccess } from './access.js';
@@ -38,6 +38,7 @@ export async function startDashboard(ctx: FleetContext, options: DashboardOption
   const { registry } = ctx.metrics;
   registerQueueGauges(registry, ctx.queues, frontierOf(ctx.redis, ctx.keys));
   registerCrawlGauges(registry, ctx.redis, ctx.keys, ctx.env.metricsFinishedMs);
+  registerRedisGauges(registry, ctx.redis);
   registerProxyGauges(registry, async () => {
     const now = Date.now();
     return (await readProxyHealth(ctx.redis, ctx.keys)).map((h) => proxyView(h, now));
