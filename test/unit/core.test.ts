@@ -13,6 +13,7 @@ import {
   urlFingerprint,
   validateJob,
   validateSpider,
+  itemKeyConflicts,
   sinkSpecFor,
 } from '@crawlfleet/core';
 
@@ -50,6 +51,20 @@ describe('spider validation', () => {
         'my.json: (top level): unknown key(s) "extra"',
       ]),
     );
+  });
+
+  test('two rules of one item type with two keys are refused, naming both (sinks key each type by one field)', () => {
+    const rule = (key: string | undefined, field: string) => ({ type: 'book', ...(key ? { key } : {}), fields: { [field]: { css: 'h1' }, title: { css: 'h1' } } });
+    expect(() => validateSpider({ name: 's', items: [rule('upc', 'upc'), rule('isbn', 'isbn')] }, 'two.json')).toThrow(
+      'two.json: items[1].key: item type "book" is keyed by "upc" in items[0], and by "isbn" here: every rule of one type needs the same key, which its sinks deduplicate and upsert by',
+    );
+    // The default key counts: a rule without one is keyed by url.
+    expect(() => validateSpider({ name: 's', items: [rule(undefined, 'x'), rule('upc', 'upc')] })).toThrow(/item type "book" is keyed by "url" in items\[0\], and by "upc" here/);
+    // A code spider's itemKeys must agree with its rules too.
+    expect(() => validateSpider({ name: 's', itemKeys: { book: 'upc' }, items: [rule('isbn', 'isbn')] })).toThrow(/keyed by "upc" in itemKeys\.book, and by "isbn" here/);
+    // One key for the type, however many rules: accepted.
+    expect(validateSpider({ name: 's', itemKeys: { book: 'upc' }, items: [rule('upc', 'upc'), rule('upc', 'upc')] }).items).toHaveLength(2);
+    expect(itemKeyConflicts([{ type: 'a' }, { type: 'b', key: 'id' }, { type: 'a', key: 'url' }], {})).toEqual([]);
   });
 });
 

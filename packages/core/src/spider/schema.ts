@@ -218,39 +218,66 @@ export const limitsSchema = z.strictObject({
   maxSitemapUrls: z.int().min(1).default(DEFAULT_MAX_SITEMAP_URLS),
 });
 
-export const spiderSchema = z.strictObject({
-  $schema: z.string().optional().meta({ description: 'the JSON Schema this file follows (for editors); ignored by crawlfleet' }),
-  name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, 'letters, digits, "_", "." and "-", starting with a letter or digit'),
-  startUrls: z.array(httpUrl).default([]),
-  allowedDomains: z.array(hostPattern).optional(),
-  maxDepth: z.int().min(0).optional(),
-  maxPages: z.int().min(1).optional(),
-  obeyRobotsTxt: z.boolean().default(true),
-  allowPrivateAddresses: z.boolean().default(false),
-  /** private ranges the SSRF guard lets through although allowPrivateAddresses is off (an extension of the contract) */
-  allowedAddresses: z.array(addressRange).default([]),
-  follow: z.array(followRuleSchema).default([]),
-  items: z.array(itemRuleSchema).default([]),
-  /** the key field of item types a code spider's hooks produce (an extension of the contract; rules name theirs with `key`) */
-  itemKeys: z.record(z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'item types start with a letter; letters, digits, "_" and "-"'), z.string().min(1)).default({}),
-  politeness: politenessSchema.prefault({}),
-  hosts: z.record(z.string().min(1), hostPolitenessSchema).default({}),
-  retry: retrySchema.prefault({}),
-  proxies: proxySettingsSchema.prefault({}),
-  blockPatterns: z.array(z.string().min(1)).default(DEFAULT_BLOCK_PATTERNS),
-  /** a 2xx body shorter than this is a block (an extension of the contract; 1 = only an empty body) */
-  blockMinBytes: z.int().min(0).default(1),
-  /**
-   * a page is short enough to be a block page when its visible text has at most this many characters
-   * (an extension of the contract): block patterns and markers count on short pages only
-   */
-  blockPageMaxChars: z.int().min(0).default(DEFAULT_BLOCK_PAGE_MAX_CHARS),
-  /** recognise vendors' block and challenge pages by their own markup (an extension of the contract) */
-  blockMarkers: z.boolean().default(true),
-  userAgents: z.array(z.string().min(1)).optional(),
-  sitemapUrls: z.array(httpUrl).optional(),
-  limits: limitsSchema.prefault({}),
-});
+export const spiderSchema = z
+  .strictObject({
+    $schema: z.string().optional().meta({ description: 'the JSON Schema this file follows (for editors); ignored by crawlfleet' }),
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, 'letters, digits, "_", "." and "-", starting with a letter or digit'),
+    startUrls: z.array(httpUrl).default([]),
+    allowedDomains: z.array(hostPattern).optional(),
+    maxDepth: z.int().min(0).optional(),
+    maxPages: z.int().min(1).optional(),
+    obeyRobotsTxt: z.boolean().default(true),
+    allowPrivateAddresses: z.boolean().default(false),
+    /** private ranges the SSRF guard lets through although allowPrivateAddresses is off (an extension of the contract) */
+    allowedAddresses: z.array(addressRange).default([]),
+    follow: z.array(followRuleSchema).default([]),
+    items: z.array(itemRuleSchema).default([]),
+    /** the key field of item types a code spider's hooks produce (an extension of the contract; rules name theirs with `key`) */
+    itemKeys: z.record(z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'item types start with a letter; letters, digits, "_" and "-"'), z.string().min(1)).default({}),
+    politeness: politenessSchema.prefault({}),
+    hosts: z.record(z.string().min(1), hostPolitenessSchema).default({}),
+    retry: retrySchema.prefault({}),
+    proxies: proxySettingsSchema.prefault({}),
+    blockPatterns: z.array(z.string().min(1)).default(DEFAULT_BLOCK_PATTERNS),
+    /** a 2xx body shorter than this is a block (an extension of the contract; 1 = only an empty body) */
+    blockMinBytes: z.int().min(0).default(1),
+    /**
+     * a page is short enough to be a block page when its visible text has at most this many characters
+     * (an extension of the contract): block patterns and markers count on short pages only
+     */
+    blockPageMaxChars: z.int().min(0).default(DEFAULT_BLOCK_PAGE_MAX_CHARS),
+    /** recognise vendors' block and challenge pages by their own markup (an extension of the contract) */
+    blockMarkers: z.boolean().default(true),
+    userAgents: z.array(z.string().min(1)).optional(),
+    sitemapUrls: z.array(httpUrl).optional(),
+    limits: limitsSchema.prefault({}),
+  })
+  .superRefine((spider, ctx) => {
+    for (const issue of itemKeyConflicts(spider.items, spider.itemKeys)) ctx.addIssue({ code: 'custom', ...issue });
+  });
+
+/**
+ * Pure: where rules give one item type two keys. Sinks deduplicate and upsert each type by one key
+ * field: with two, one rule's items would be keyed by a field they may not have (collapsing them, or
+ * refusing them as invalid), depending on the order of the rules.
+ */
+export function itemKeyConflicts(items: readonly { type: string; key?: string | undefined }[], itemKeys: Readonly<Record<string, string>>): { path: (string | number)[]; message: string }[] {
+  const first = new Map<string, { key: string; where: string }>();
+  for (const [type, key] of Object.entries(itemKeys)) first.set(type, { key, where: `itemKeys.${type}` });
+  const issues: { path: (string | number)[]; message: string }[] = [];
+  items.forEach((rule, i) => {
+    const key = rule.key ?? 'url';
+    const seen = first.get(rule.type);
+    if (!seen) first.set(rule.type, { key, where: `items[${i}]` });
+    else if (seen.key !== key) {
+      issues.push({
+        path: ['items', i, 'key'],
+        message: `item type "${rule.type}" is keyed by "${seen.key}" in ${seen.where}, and by "${key}" here: every rule of one type needs the same key, which its sinks deduplicate and upsert by`,
+      });
+    }
+  });
+  return issues;
+}
 
 /** What a user writes. */
 export type SpiderInput = z.input<typeof spiderSchema>;
