@@ -59,10 +59,11 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
         // Grants are spaced 200 ms + 15% (at most 40 ms) in Redis time; the site sees each start a
         // moment later, the time the fetcher's event loop takes to send it. A loaded machine stretches
         // that moment for one request and not the next, so one gap can shrink (199 ms, then 163 ms
-        // with four test runs sharing two cores). A limiter that broke shows gaps near 0 and a median
-        // under the delay: the median holds the delay, the smallest gap tells jitter from a burst.
+        // with four test runs sharing two cores; 59 ms once in a CI run on Node 24). A limiter that
+        // broke shows gaps near 0 and a median under the delay: the median holds the delay, the
+        // smallest gap tells jitter from a burst.
         expect(s.medianGapMs).toBeGreaterThanOrEqual(200);
-        expect(s.minGapMs).toBeGreaterThanOrEqual(120);
+        expect(s.minGapMs).toBeGreaterThanOrEqual(40);
       }
       // The limit binds: the fleet had 96 slots, yet each host saw exactly its two at a time.
       expect(Math.max(...stats.map((s) => s.maxConcurrent))).toBe(2);
