@@ -249,9 +249,11 @@ describe('retention: gc collects finished crawls past the retention, leaving a s
       const report = { coldFleet: coldFleet.usedMemory, emptyFleet: empty, with200Crawls: withCrawls, afterGc: after, summaryBytes, perSummary: Math.round(summaryBytes / FINISHED), keptBytes };
       console.log(`retention: used_memory ${JSON.stringify(report)}`);
       expect(summaryBytes / FINISHED).toBeLessThan(600);
-      // What Redis holds (its connections' buffers and its script cache aside) is back within 5% of
-      // the empty fleet's, beyond the summaries and the two crawls kept.
-      expect(after.stored - summaryBytes - keptBytes).toBeLessThanOrEqual(empty.stored * 1.05);
+      // What Redis holds (its connections' buffers and its script cache aside) is back within 8% of
+      // the empty fleet's, beyond the summaries and the two crawls kept. Five CI runs read 2.2% to
+      // 5.2% above (Redis's own bookkeeping moves by tens of kilobytes between runs); a leak of
+      // 1 KB per collected crawl would read 13%, and the 200 crawls themselves read 137%.
+      expect(after.stored - summaryBytes - keptBytes).toBeLessThanOrEqual(empty.stored * 1.08);
       expect(withCrawls.stored).toBeGreaterThan(empty.stored * 1.5);
 
       // The running crawl and the recent one are untouched.
