@@ -27,16 +27,16 @@ const READY_STATES = ['waiting', 'active', 'prioritized'] as const;
  */
 export function registerQueueGauges(registry: Registry, queues: Partial<Queues>, frontier?: FrontierReaders): void {
   const list = Object.entries(queues) as [Stage, Queues[Stage]][];
+  // One read of every queue's counts serves the three gauges of a scrape.
+  const countsOf = sharedWithin(1000, async () => new Map(await Promise.all(list.map(async ([stage, queue]) => [stage, await queue.getJobCounts(...JOB_STATES)] as const))));
   new Gauge({
     name: 'crawlfleet_queue_jobs',
     help: 'BullMQ jobs per queue and state (every crawl)',
     labelNames: ['queue', 'state'],
     registers: [registry],
     async collect() {
-      for (const [stage, queue] of list) {
-        const counts = await queue.getJobCounts(...JOB_STATES);
-        for (const state of JOB_STATES) this.set({ queue: stage, state }, counts[state] ?? 0);
-      }
+      const counts = await countsOf();
+      for (const [stage] of list) for (const state of JOB_STATES) this.set({ queue: stage, state }, counts.get(stage)![state] ?? 0);
     },
   });
   const sumOf = (counts: Record<string, number>, states: readonly string[], plus: number) => states.reduce((n, s) => n + (counts[s] ?? 0), plus);
@@ -46,9 +46,10 @@ export function registerQueueGauges(registry: Registry, queues: Partial<Queues>,
     labelNames: ['queue'],
     registers: [registry],
     async collect() {
-      for (const [stage, queue] of list) {
+      const counts = await countsOf();
+      for (const [stage] of list) {
         const waitingInFrontier = stage === 'fetch' && frontier ? await frontier.backlog() : 0;
-        this.set({ queue: stage }, sumOf(await queue.getJobCounts(...BACKLOG_STATES), BACKLOG_STATES, waitingInFrontier));
+        this.set({ queue: stage }, sumOf(counts.get(stage)!, BACKLOG_STATES, waitingInFrontier));
       }
     },
   });
@@ -58,9 +59,10 @@ export function registerQueueGauges(registry: Registry, queues: Partial<Queues>,
     labelNames: ['queue'],
     registers: [registry],
     async collect() {
-      for (const [stage, queue] of list) {
+      const counts = await countsOf();
+      for (const [stage] of list) {
         const readyHosts = stage === 'fetch' && frontier ? await frontier.readyHosts() : 0;
-        this.set({ queue: stage }, sumOf(await queue.getJobCounts(...READY_STATES), READY_STATES, readyHosts));
+        this.set({ queue: stage }, sumOf(counts.get(stage)!, READY_STATES, readyHosts));
       }
     },
   });
@@ -97,11 +99,7 @@ export function registerCrawlGauges(registry: Registry, redis: RedisClient, keys
     });
     return (await Promise.all(exported.map((id) => getStatus(redis, keys, id)))).filter((s) => s !== undefined && !s.collected) as CrawlStatus[];
   };
-  let last: { at: number; statuses: Promise<CrawlStatus[]> } | undefined;
-  const statuses = () => {
-    if (!last || Date.now() - last.at > 1000) last = { at: Date.now(), statuses: read() };
-    return last.statuses;
-  };
+  const statuses = sharedWithin(1000, read);
   for (const counter of COUNTER_NAMES) {
     storedTotals(
       registry,
@@ -190,11 +188,7 @@ export function registerRedisGauges(registry: Registry, redis: RedisClient): voi
     const nodes: Redis[] = redis instanceof Cluster ? redis.nodes('master') : [redis];
     return Promise.all(nodes.map(async (node) => ({ node: `${node.options.host ?? ''}:${node.options.port ?? ''}`, ...redisMemory(await node.info('memory')) })));
   };
-  let last: { at: number; rows: ReturnType<typeof read> } | undefined;
-  const rows = () => {
-    if (!last || Date.now() - last.at > 1000) last = { at: Date.now(), rows: read() };
-    return last.rows;
-  };
+  const rows = sharedWithin(1000, read);
   const gauge = (name: string, help: string, value: (r: { used: number; max: number }) => number) =>
     new Gauge({
       name,
@@ -208,4 +202,13 @@ export function registerRedisGauges(registry: Registry, redis: RedisClient): voi
     });
   gauge('crawlfleet_redis_memory_used_bytes', "Redis's used_memory, per node", (r) => r.used);
   gauge('crawlfleet_redis_memory_max_bytes', "Redis's maxmemory, per node (0: no limit)", (r) => r.max);
+}
+
+/** `read`'s answer, shared by the calls within `ms` of the one that made it: the gauges of one scrape read once. */
+function sharedWithin<T>(ms: number, read: () => Promise<T>): () => Promise<T> {
+  let last: { at: number; value: Promise<T> } | undefined;
+  return () => {
+    if (!last || Date.now() - last.at > ms) last = { at: Date.now(), value: read() };
+    return last.value;
+  };
 }

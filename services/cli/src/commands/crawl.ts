@@ -1,4 +1,4 @@
-import { defaultSinkSpec, loadSpiderDefinition, mongoSinkSpec, sinkSpecFor, type SinkSpec } from '@crawlfleet/core';
+import { defaultSinkSpec, loadSpiderDefinition, mongoSinkSpec, sinkSpecFor, type Keys, type RedisClient, type SinkSpec } from '@crawlfleet/core';
 import { listDeadLetters } from '@crawlfleet/crawl';
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
@@ -107,7 +107,7 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
 /** Up to this many dead letters are read for the closing line's reasons; past it, only their count. */
 const REASONS_READ_LIMIT = 50_000;
 
-async function failureReasons(ctx: { redis: Parameters<typeof listDeadLetters>[0]; keys: Parameters<typeof listDeadLetters>[1] }, crawlId: string, failed: number): Promise<string> {
+async function failureReasons(ctx: { redis: RedisClient; keys: Keys }, crawlId: string, failed: number): Promise<string> {
   if (failed > REASONS_READ_LIMIT) return 'too many to summarize here';
   return summarizeReasons(await listDeadLetters(ctx.redis, ctx.keys, crawlId));
 }
