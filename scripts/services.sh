@@ -121,6 +121,22 @@ build_go_main_module() { # module version package output [ldflags] [shell comman
   return $status
 }
 
+# The independent readers of the WARC output (PyPI, pinned): warcio (`check`, `index`), cdxj-indexer,
+# and pywb, which replays the archive for the WARC test. Installed once into a virtualenv and cached;
+# WARC_TOOLS is its bin directory.
+WARC_TOOLS_PINS="warcio==1.8.1 cdxj-indexer==1.5.0 pywb==2.10.0"
+ensure_warc_tools() {
+  local venv="${XDG_CACHE_HOME:-$HOME/.cache}/crawlfleet/warc-tools-$(echo "$WARC_TOOLS_PINS" | sha1sum | cut -c1-8)"
+  export WARC_TOOLS="$venv/bin"
+  [ -x "$WARC_TOOLS/wayback" ] && [ -x "$WARC_TOOLS/cdxj-indexer" ] && return 0
+  echo "installing $WARC_TOOLS_PINS (once; cached in $venv) ..." >&2
+  rm -rf "$venv"
+  # Debian's python3 makes a virtualenv only with python3-venv
+  python3 -m venv "$venv" 2>/dev/null || { rm -rf "$venv"; ensure_debian_package "(python3-venv)" python3-venv; python3 -m venv "$venv"; }
+  # shellcheck disable=SC2086 # the pins are words
+  "$venv/bin/pip" install --quiet --disable-pip-version-check $WARC_TOOLS_PINS
+}
+
 # kustomize, to render infra/k8s/overlays/* for the Kubernetes manifest test. Built once from the
 # Go module proxy and cached; v5.8.3 needs Go 1.27, v5.8.2 (kustomize/api v0.21.2) builds on 1.26.
 KUSTOMIZE_VERSION=v5.8.2

@@ -2,7 +2,7 @@
 # The whole test suite on a fresh machine: installs what is missing (Node modules, Redis, FerretDB,
 # tinyproxy for the proxy tests, openssl for their https site, Debian's w3lib and parsel for the
 # real-pages test's reference decoder, Prometheus and Chromium for the observability test, kustomize
-# for the Kubernetes test, docker-compose for `config`, python3-doc for the chaos suite's site),
+# for the Kubernetes test, warcio, cdxj-indexer and pywb for the WARC test and the chaos suite, docker-compose for `config`, python3-doc for the chaos suite's site),
 # starts a private Redis on a free loopback port, builds, lints and checks formatting (`biome ci`),
 # type-checks, runs every jest project, then the chaos suite's short form (test/chaos), then the
 # container test (scripts/test-containers.sh). Node 24 is installed first when the machine's is older.
@@ -21,6 +21,7 @@ ensure_debian_package redis-server redis-server
 # the chaos suite's site, Debian's Python documentation; python3-doc has no command to look for
 compgen -G '/usr/share/doc/python3*-doc/html/index.html' >/dev/null || ensure_debian_package "(python3-doc)" python3-doc
 ensure_kustomize
+ensure_warc_tools
 prepare_private_run "$root"
 npm run --silent check
 npm run --silent typecheck

@@ -26,6 +26,24 @@ export const fetchJobSchema = z.strictObject({
   lastmod: z.iso.datetime().optional(),
 });
 
+/**
+ * A fetched exchange as on the wire, for a crawl with WARC output: it travels with the page to the
+ * writers, which archive it (request, response or revisit, and metadata with the page's outlinks).
+ */
+export const wireCaptureSchema = z.strictObject({
+  /** the URL the response is for (after same-origin redirects followed inside the request) */
+  targetUri: z.url(),
+  /** when the response was received */
+  date: z.iso.datetime(),
+  requestHead: z.string(),
+  responseHead: z.string(),
+  /** the body before any Content-Encoding was undone, compressed (body-codec), base64 */
+  body: z.string(),
+  ip: z.string().optional(),
+  /** the links the parser found on the page (the metadata record) */
+  outlinks: z.array(z.string()).optional(),
+});
+
 export const parseJobSchema = z.strictObject({
   crawlId,
   url: z.url(),
@@ -39,19 +57,24 @@ export const parseJobSchema = z.strictObject({
   /** a code spider's page: the response headers and the link's metadata, for its parse hook */
   headers: z.record(z.string(), z.string()).optional(),
   meta: linkMeta.optional(),
+  capture: wireCaptureSchema.optional(),
 });
 
 export const itemSchema = z.record(z.string(), z.unknown());
 
-export const writeJobSchema = z.strictObject({
-  crawlId,
-  url: z.url(),
-  items: z.array(itemSchema).min(1),
-});
+export const writeJobSchema = z
+  .strictObject({
+    crawlId,
+    url: z.url(),
+    items: z.array(itemSchema),
+    capture: wireCaptureSchema.optional(),
+  })
+  .refine((job) => job.items.length > 0 || job.capture !== undefined, { message: 'a write job carries items, an exchange to archive, or both', path: ['items'] });
 
 export type FetchJob = z.infer<typeof fetchJobSchema>;
 export type ParseJob = z.infer<typeof parseJobSchema>;
 export type WriteJob = z.infer<typeof writeJobSchema>;
+export type WireCapture = z.infer<typeof wireCaptureSchema>;
 export type Item = z.infer<typeof itemSchema>;
 
 export interface JobByStage {

@@ -210,9 +210,19 @@ export class Keys {
     return { identities: `${base}:identities`, state: `${base}:state` };
   }
 
+  /**
+   * The WARC output's index, in the crawl's slot: `identities` and `state` as a file sink's (an
+   * identity is a record's target URI; the state describes the file being written), and `digests`,
+   * a hash of payload digest -> the first capture with it (`<date> <uri>`), for revisit records.
+   */
+  warcIndex(crawlId: string): { identities: string; state: string; digests: string } {
+    const base = `${this.prefix}:crawl:{${crawlId}}:warc`;
+    return { identities: `${base}:identities`, state: `${base}:state`, digests: `${base}:digests` };
+  }
+
   /** The crawl's own keys (not its partitions') as a flat list, for `reset`. */
   crawlOwnKeys(crawlId: string): string[] {
-    return [...Object.values(this.fileIndex(crawlId)), ...Object.values(this.crawl(crawlId))];
+    return [...Object.values(this.fileIndex(crawlId)), ...Object.values(this.warcIndex(crawlId)), ...Object.values(this.crawl(crawlId))];
   }
 
   /**

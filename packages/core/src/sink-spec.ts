@@ -8,8 +8,27 @@ import { encodeUrlCredentials, splitUserInfo, stripUrlCredentials } from './reda
  * writer takes the user and password from its own environment, matched by the server's hosts
  * (see mongoUrlForSink). `needsCredentials` says the URL given had them.
  */
-export type SinkSpec = { kind: 'jsonl' | 'csv'; path: string } | { kind: 'mongo'; url?: string; needsCredentials?: true };
+export type SinkSpec = ({ kind: 'jsonl' | 'csv'; path: string } | { kind: 'mongo'; url?: string; needsCredentials?: true }) & { warc?: WarcOutput };
 export type MongoSinkSpec = Extract<SinkSpec, { kind: 'mongo' }>;
+
+/** WARC output beside the items (`--warc DIR`): every fetched page's exchange, archived. */
+export interface WarcOutput {
+  /** an absolute directory, shared by the writers that may write it */
+  dir: string;
+  /** a file is closed and the next begun once it reaches this size */
+  rolloverBytes: number;
+}
+
+/** 1 GB, the size Heritrix and the WARC guidelines use. */
+export const DEFAULT_WARC_ROLLOVER_BYTES = 1_000_000_000;
+
+/** `--warc DIR [--warc-rollover BYTES]`: where a crawl's WARC files go. */
+export function warcOutputFor(dir: string, rolloverBytes = DEFAULT_WARC_ROLLOVER_BYTES, cwd = process.cwd()): WarcOutput {
+  if (!Number.isSafeInteger(rolloverBytes) || rolloverBytes < 1_000_000) {
+    throw new ConfigError(`--warc-rollover: ${rolloverBytes} is not a size in bytes of at least 1000000`, { file: 'command line' });
+  }
+  return { dir: resolve(cwd, dir), rolloverBytes };
+}
 
 /** `--out FILE` / `--sink FILE|mongo`: the kind follows the file's extension. */
 export function sinkSpecFor(target: string, cwd = process.cwd()): SinkSpec {
@@ -24,6 +43,11 @@ export function defaultSinkSpec(crawlId: string, cwd = process.cwd()): SinkSpec 
   return { kind: 'jsonl', path: resolve(cwd, 'data', crawlId, 'items.jsonl') };
 }
 
+/** A sink with the WARC output the command line asked for (`--warc DIR`, `--warc-rollover BYTES`). */
+export function withWarcOutput(spec: SinkSpec, options: { warc?: string; warcRollover?: number }): SinkSpec {
+  return options.warc ? { ...spec, warc: warcOutputFor(options.warc, options.warcRollover) } : spec;
+}
+
 /** `crawl --mongo URL`: the sink as it is stored, the URL without its user and password. */
 export function mongoSinkSpec(url: string): MongoSinkSpec {
   const { url: bare, hadCredentials } = stripUrlCredentials(url);
@@ -34,7 +58,7 @@ export function mongoSinkSpec(url: string): MongoSinkSpec {
 export function storableSinkSpec(spec: SinkSpec): SinkSpec {
   if (spec.kind !== 'mongo' || spec.url === undefined) return spec;
   const stored = mongoSinkSpec(spec.url);
-  return spec.needsCredentials ? { ...stored, needsCredentials: true } : stored;
+  return { ...stored, ...(spec.needsCredentials ? { needsCredentials: true as const } : {}), ...(spec.warc ? { warc: spec.warc } : {}) };
 }
 
 /**

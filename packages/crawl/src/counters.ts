@@ -4,9 +4,26 @@
  * - `redirected`: URLs whose answer was a redirect to another origin, whose target became a URL of
  *   its own. So every seen URL ends as fetched, failed, skipped or redirected.
  * - `reconciled`: lost jobs the reconciler rebuilt (their URL fetched again);
- * - `replayed`: dead letters sent back by `crawlfleet replay`.
+ * - `replayed`: dead letters sent back by `crawlfleet replay`;
+ * - `archived`: fetched URLs whose exchange is in the crawl's WARC files (`--warc`).
  */
-export const COUNTER_NAMES = ['seen', 'fetched', 'parsed', 'items', 'written', 'invalid', 'failed', 'blocked', 'retries', 'skipped', 'deferred', 'redirected', 'reconciled', 'replayed'] as const;
+export const COUNTER_NAMES = [
+  'seen',
+  'fetched',
+  'parsed',
+  'items',
+  'written',
+  'invalid',
+  'failed',
+  'blocked',
+  'retries',
+  'skipped',
+  'deferred',
+  'redirected',
+  'reconciled',
+  'replayed',
+  'archived',
+] as const;
 export type CounterName = (typeof COUNTER_NAMES)[number];
 export type Counters = Record<CounterName, number>;
 export type CounterIncrements = Partial<Record<CounterName | `dead.${string}`, number>>;

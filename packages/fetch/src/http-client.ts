@@ -1,9 +1,24 @@
 import got, { type Agents } from 'got';
-import { NonRetryableError, RetryableError, type Spider } from '@crawlfleet/core';
+import { NonRetryableError, RetryableError, type Spider, type WireCapture } from '@crawlfleet/core';
+import { encodeBody } from './body-codec.js';
 import { redirectTarget } from './redirect.js';
 import { lookup as dnsLookup } from 'node:dns';
 import { addressPolicy, assertUrlAddressAllowed, ForbiddenAddressError, guardLookup, type Lookup } from './address-guard.js';
 import { identityHeaders } from './user-agents.js';
+import { decodeContentEncoding } from './content-encoding.js';
+
+/**
+ * The exchange as it went over the wire, for WARC output: the request's head as sent, the response's
+ * status line and header lines as received, and its body before any Content-Encoding was undone.
+ * Node has removed the chunked framing, so a `Transfer-Encoding` line is left out of the head.
+ */
+export interface WireExchange {
+  requestHead: string;
+  responseHead: string;
+  body: Buffer;
+  /** the address the response came from (the proxy's, through one) */
+  ip?: string;
+}
 
 export interface FetchResult {
   /** the URL after redirects */
@@ -15,6 +30,8 @@ export interface FetchResult {
   elapsedMs: number;
   /** redirects followed inside this request */
   redirects: number;
+  /** the exchange as on the wire, when asked for (FetchOptions.keepWire) */
+  wire?: WireExchange;
 }
 
 /** What a single request needs of a spider. */
@@ -43,6 +60,8 @@ export interface FetchOptions {
   followRedirect?: (from: URL, to: URL) => boolean;
   /** a code spider's request hook: method, extra headers (over the defaults) and body */
   request?: HttpRequestShape;
+  /** keep the exchange as on the wire (WARC output): the body is then decoded here, not by got */
+  keepWire?: boolean;
 }
 
 /** What a request hook changes in one request (see request-hook.ts). */
@@ -85,7 +104,7 @@ export async function fetchPage(url: string, spider: FetchSettings, options: Fet
         }
       : true,
     maxRedirects: limits.maxRedirects,
-    decompress: true,
+    decompress: !options.keepWire,
     http2: false,
     cache: false,
     ...(options.agent ? { agent: options.agent } : {}),
@@ -112,16 +131,19 @@ export async function fetchPage(url: string, spider: FetchSettings, options: Fet
   });
   try {
     const response = await request;
+    const body = options.keepWire ? decodeContentEncoding(response.body, response.headers['content-encoding'], limits.maxResponseBytes, url) : response.body;
     return {
       url: response.url,
       status: response.statusCode,
       headers: response.headers,
       contentType: response.headers['content-type'],
-      body: response.body,
+      body,
+      ...(options.keepWire ? { wire: wireExchange(response as unknown as RawResponse) } : {}),
       elapsedMs: performance.now() - started,
       redirects: response.redirectUrls.length,
     };
   } catch (err) {
+    if (err instanceof NonRetryableError || err instanceof RetryableError) throw err;
     if (tooLarge) {
       throw new NonRetryableError('ERR_RESPONSE_TOO_LARGE', `response larger than ${limits.maxResponseBytes} bytes`, { url }, { cause: err });
     }
@@ -135,4 +157,33 @@ export async function fetchPage(url: string, spider: FetchSettings, options: Fet
     // Timeouts, resets, refused connections and broken bodies: another attempt may succeed.
     throw new RetryableError(code, message, { url }, { cause: err });
   }
+}
+
+/** A fetched page's exchange as job data (WireCapture): what the writers archive. */
+export function captureOf(page: FetchResult, date: string): WireCapture | undefined {
+  if (!page.wire) return undefined;
+  const { requestHead, responseHead, body, ip } = page.wire;
+  return { targetUri: page.url, date, requestHead, responseHead, body: encodeBody(body), ...(ip ? { ip } : {}) };
+}
+
+interface RawResponse {
+  httpVersion: string;
+  statusCode: number;
+  statusMessage?: string;
+  rawHeaders: string[];
+  body: Buffer;
+  ip?: string;
+  req?: { _header?: unknown; method?: string; path?: string; getHeader?(name: string): unknown };
+}
+
+/** The request head Node sent (its own serialisation, so exactly the bytes on the wire) and the response head as received. */
+function wireExchange(response: RawResponse): WireExchange {
+  const lines = [`HTTP/${response.httpVersion} ${response.statusCode}${response.statusMessage ? ` ${response.statusMessage}` : ''}`];
+  for (let i = 0; i + 1 < response.rawHeaders.length; i += 2) {
+    if (response.rawHeaders[i]!.toLowerCase() === 'transfer-encoding') continue;
+    lines.push(`${response.rawHeaders[i]}: ${response.rawHeaders[i + 1]}`);
+  }
+  const sent = response.req?._header;
+  const requestHead = typeof sent === 'string' ? sent : `${response.req?.method ?? 'GET'} ${response.req?.path ?? '/'} HTTP/1.1\r\n\r\n`;
+  return { requestHead, responseHead: `${lines.join('\r\n')}\r\n\r\n`, body: response.body, ...(response.ip ? { ip: response.ip } : {}) };
 }

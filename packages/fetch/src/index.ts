@@ -11,3 +11,4 @@ export * from './http-client.js';
 export * from './sitemap.js';
 export * from './proxy-agent.js';
 export * from './request-hook.js';
+export * from './content-encoding.js';

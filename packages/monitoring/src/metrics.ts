@@ -22,6 +22,7 @@ export const COUNTER_METRICS: Record<CounterName, { name: string; help: string }
   redirected: { name: 'crawlfleet_urls_redirected_total', help: 'URLs that redirected to another origin' },
   reconciled: { name: 'crawlfleet_jobs_reconciled_total', help: 'lost jobs the reconciler rebuilt (their URL fetched again)' },
   replayed: { name: 'crawlfleet_dead_letters_replayed_total', help: 'dead letters sent back to the fetch stage by `crawlfleet replay`' },
+  archived: { name: 'crawlfleet_pages_archived_total', help: "fetched URLs whose exchange went into the crawl's WARC files" },
 };
 
 const statusClass = (status: number) => `${Math.floor(status / 100)}xx`;

@@ -22,6 +22,8 @@ export interface PoliteFetchInput {
   crawlId?: string;
   /** what a code spider's request hook asked for (never applied to robots.txt) */
   request?: HttpRequestShape;
+  /** keep the exchange as on the wire (the crawl writes WARC) */
+  keepWire?: boolean;
 }
 
 /**
@@ -144,7 +146,11 @@ export class PoliteFetcher {
           // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
           ...(robotsOrigin
             ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES }
-            : { followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true), ...(input.request ? { request: input.request } : {}) }),
+            : {
+                followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true),
+                ...(input.request ? { request: input.request } : {}),
+                ...(input.keepWire ? { keepWire: true } : {}),
+              }),
         },
       );
     } catch (err) {

@@ -191,10 +191,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       // The next stage's job is pending now (the finish), so it is added only now: it can never start
       // before its hand-over is recorded. A process that dies in between leaves it pending without a
       // job: the reconciler redoes its URL.
-      if (handOver && outcome !== 'already') {
-        await ctx.queues[handOver.stage].add(handOver.stage, handOver.data, { ...handOver.opts, jobId: handOver.id });
-        if (options.holdBack?.downstream === handOver.stage) options.holdBack.handedOver(data.crawlId);
-      }
+      if (handOver && outcome !== 'already') await addHandOver(data.crawlId, handOver);
       await enqueueFetches(ctx.queues, data.crawlId, crawl.spider, taken);
     } catch (err) {
       if (err instanceof DelayedError) throw err;
@@ -216,13 +213,15 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
         throw err;
       }
       const code = (err as { code?: string }).code ?? 'ERR_UNEXPECTED';
-      const extra = err instanceof GiveUpError ? err.result : {};
+      // A give-up keeps its effects, and its hand-over (a failed page's exchange, to be archived).
+      const { handOver: extraHandOver, ...extra }: StageResult = err instanceof GiveUpError ? err.result : {};
       // An HTTP error page is routine on real sites; anything else deserves a look.
       log[code === 'ERR_HTTP_STATUS' ? 'debug' : 'warn']({ stage, url: data.url, code, reason: errorMessage(err) }, 'dead-lettered');
       const counters = { ...extra.counters, failed: 1 };
       const { outcome: finished, taken } = await finishJobTaking(redis, keys, crawl, stage, id, data.url, {
         ...extra,
         ...takeFor(crawl),
+        ...(extraHandOver ? { handedOver: extraHandOver.id } : {}),
         counters,
         dead: {
           url: data.url,
@@ -237,11 +236,17 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       if (finished !== 'already') {
         metrics.count(counters);
         metrics.deadLetter(stage, code);
+        if (extraHandOver) await addHandOver(data.crawlId, extraHandOver);
       }
       await enqueueFetches(ctx.queues, data.crawlId, crawl.spider, taken);
       // BullMQ's own failed set keeps it too, with the reason, for Bull Board; it is not retried.
       throw deadLetterError(`${code}: ${errorMessage(err)}`);
     }
+  };
+
+  const addHandOver = async (crawlId: string, handOver: HandOver) => {
+    await ctx.queues[handOver.stage].add(handOver.stage, handOver.data, { ...handOver.opts, jobId: handOver.id });
+    if (options.holdBack?.downstream === handOver.stage) options.holdBack.handedOver(crawlId);
   };
 
   /**

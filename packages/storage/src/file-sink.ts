@@ -1,24 +1,15 @@
-import { constants } from 'node:fs';
-import { mkdir, open, type FileHandle } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { Item } from '@crawlfleet/core';
+import { AppendFile, type SinkIO } from './append-file.js';
 import { Batcher, type BatcherOptions } from './batcher.js';
 import { FileLock } from './file-lock.js';
 import type { FileFormat } from './formats.js';
-import { identityDigest, tailDigest, type IdentityIndex, type IndexState } from './identity-index.js';
+import { identityDigest, type IdentityIndex, type IndexState } from './identity-index.js';
 import { RecordSplitter } from './record-splitter.js';
 import { SinkBusyError, itemIdentity, type ItemSink, type KeyFields } from './sink.js';
 
-/** The sink's reads and writes at a position, replaceable to test what a disk does (short reads, a full disk). */
-export interface SinkIO {
-  read(handle: FileHandle, buffer: Buffer, position: number): Promise<number>;
-  write(handle: FileHandle, buffer: Buffer, position: number): Promise<number>;
-}
-
-const nodeIO: SinkIO = {
-  read: async (handle, buffer, position) => (await handle.read(buffer, 0, buffer.length, position)).bytesRead,
-  write: async (handle, buffer, position) => (await handle.write(buffer, 0, buffer.length, position)).bytesWritten,
-};
+export type { SinkIO } from './append-file.js';
 
 export interface FileSinkOptions {
   /** where the identities of what the file holds are kept (RedisIdentityIndex in the fleet) */
@@ -32,9 +23,6 @@ export interface FileSinkOptions {
   busyWaitMs?: number;
   io?: SinkIO;
 }
-
-/** Bytes before the recorded offset whose digest tells that the file is still the one indexed. */
-const TAIL_BYTES = 4096;
 
 /**
  * An append-only file of items (JSONL or CSV) that stays exactly-once across crashes, resumes and
@@ -51,16 +39,9 @@ const TAIL_BYTES = 4096;
 export class FileSink implements ItemSink {
   private readonly batcher: Batcher<Item>;
   private readonly lock: FileLock;
-  private readonly io: SinkIO;
-  private handle: FileHandle | undefined;
-  /** where the next append goes: the end of the last complete record */
-  private end = 0;
-  /** what the index is known to cover; below `end` after a failed record, caught up before the next lookup */
+  private file: AppendFile | undefined;
+  /** what the index is known to cover; below the file's end after a failed record, caught up before the next lookup */
   private indexedTo = 0;
-  /** the last bytes before `end` */
-  private tail: Buffer = Buffer.alloc(0);
-  /** a failed append may have left bytes after `end` that could not be cut yet */
-  private torn = false;
 
   private constructor(
     private readonly path: string,
@@ -69,7 +50,6 @@ export class FileSink implements ItemSink {
     private readonly options: FileSinkOptions,
   ) {
     this.lock = new FileLock(path, options.staleLockMs ?? 20_000);
-    this.io = options.io ?? nodeIO;
     this.batcher = new Batcher((items) => this.flush(items), options.batch ?? { maxItems: 500, maxWaitMs: 50 });
   }
 
@@ -96,25 +76,25 @@ export class FileSink implements ItemSink {
 
   async close(): Promise<void> {
     await this.batcher.drain();
-    await this.handle?.close();
-    this.handle = undefined;
+    await this.file?.close();
+    this.file = undefined;
     await this.lock.release();
   }
 
   /** Holds the lock, taking it (and recovering the file) if this sink does not. */
   private async takeFile(): Promise<void> {
-    if (this.handle && (await this.lock.holds())) return;
-    await this.handle?.close().catch(() => undefined);
-    this.handle = undefined;
+    if (this.file && (await this.lock.holds())) return;
+    await this.file?.close().catch(() => undefined);
+    this.file = undefined;
     if (!(await this.lock.tryAcquire())) {
       throw new SinkBusyError(`${this.path} is being written by ${await this.lock.describeOwner()} (lock ${this.lock.path})`, this.options.busyWaitMs ?? 2000);
     }
     try {
-      this.handle = await open(this.path, constants.O_RDWR | constants.O_CREAT, 0o644);
+      this.file = await AppendFile.open(this.path, this.options.io);
       await this.recover();
     } catch (err) {
-      await this.handle?.close().catch(() => undefined);
-      this.handle = undefined;
+      await this.file?.close().catch(() => undefined);
+      this.file = undefined;
       await this.lock.release();
       throw err;
     }
@@ -126,26 +106,16 @@ export class FileSink implements ItemSink {
    * torn last record; writes the CSV header of a new file.
    */
   private async recover(): Promise<void> {
-    const handle = this.handle!;
-    const size = (await handle.stat()).size;
+    const file = this.file!;
+    const size = await file.size();
     const recorded = await this.options.index.state();
     let from = 0;
-    if (recorded && recorded.path === this.path && recorded.offset <= size) {
-      const before = await this.readRange(Math.max(0, recorded.offset - TAIL_BYTES), recorded.offset);
-      if (tailDigest(before) === recorded.tail) from = recorded.offset;
-    }
+    if (recorded && recorded.path === this.path && recorded.offset <= size && (await file.hasTailAt(recorded.offset, recorded.tail))) from = recorded.offset;
     if (from === 0) await this.options.index.clear();
-    const complete = await this.indexRecords(from, size);
-    if (complete < size) {
-      await handle.truncate(complete);
-      await handle.datasync();
-    }
-    this.end = complete;
-    this.tail = await this.readRange(Math.max(0, complete - TAIL_BYTES), complete);
-    this.torn = false;
-    if (complete === 0 && this.format.header) await this.append(Buffer.from(this.format.header()));
-    await this.options.index.record([], this.stateAt());
-    this.indexedTo = this.end;
+    await file.endAt(await this.indexRecords(from, size));
+    if (file.end === 0 && this.format.header) await file.append(Buffer.from(this.format.header()));
+    await this.options.index.record([], file.stateAt());
+    this.indexedTo = file.end;
   }
 
   /**
@@ -153,15 +123,16 @@ export class FileSink implements ItemSink {
    * at a time; returns where the last complete record ends (the rest is torn).
    */
   private async indexRecords(from: number, to: number): Promise<number> {
-    const chunk = Buffer.alloc(this.options.chunkBytes ?? 1 << 20);
+    const chunkBytes = this.options.chunkBytes ?? 1 << 20;
     const splitter = new RecordSplitter(this.format.quoted, from);
     let complete = from;
     let position = from;
     let digests: Buffer[] = [];
     while (position < to) {
-      const n = await this.io.read(this.handle!, chunk.subarray(0, Math.min(chunk.length, to - position)), position);
+      const chunk = await this.file!.readRange(position, Math.min(position + chunkBytes, to));
+      const n = chunk.length;
       if (n === 0) break;
-      for (const record of splitter.push(chunk.subarray(0, n))) {
+      for (const record of splitter.push(chunk)) {
         const isHeader = this.format.header !== undefined && record.start === 0;
         const item = isHeader ? undefined : this.format.parseRecord(record.text);
         if (item) digests.push(identityDigest(itemIdentity(item, this.keyFields)));
@@ -179,8 +150,9 @@ export class FileSink implements ItemSink {
 
   private async flush(items: Item[]): Promise<void> {
     await this.takeFile();
-    if (this.torn) await this.cutBack();
-    if (this.indexedTo < this.end) await this.catchUpIndex();
+    const file = this.file!;
+    if (file.torn) await file.cutBack();
+    if (this.indexedTo < file.end) await this.catchUpIndex();
     const candidates = new Map<string, { item: Item; digest: Buffer }>();
     for (const item of items) {
       const digest = identityDigest(itemIdentity(item, this.keyFields));
@@ -198,12 +170,12 @@ export class FileSink implements ItemSink {
     const held = found.held;
     const fresh = entries.filter((_, i) => !held[i]);
     if (fresh.length === 0) return;
-    await this.append(Buffer.from(fresh.map((e) => this.format.line(e.item)).join('')));
+    await file.append(Buffer.from(fresh.map((e) => this.format.line(e.item)).join('')));
     await this.options.index.record(
       fresh.map((e) => e.digest),
-      this.stateAt(),
+      file.stateAt(),
     );
-    this.indexedTo = this.end;
+    this.indexedTo = file.end;
   }
 
   private indexDescribesFile(state: IndexState | undefined): boolean {
@@ -212,48 +184,9 @@ export class FileSink implements ItemSink {
 
   /** After a failed record: the records between what the index covers and the end, from the file. */
   private async catchUpIndex(): Promise<void> {
-    await this.indexRecords(this.indexedTo, this.end);
-    await this.options.index.record([], this.stateAt());
-    this.indexedTo = this.end;
-  }
-
-  /**
-   * Appends at the end of the last complete record and fdatasyncs. If the write fails part-way (a
-   * full disk), the file is cut back to that end at once, or before the next append if that fails too.
-   */
-  private async append(bytes: Buffer): Promise<void> {
-    if (!this.handle) throw new Error(`${this.path} is closed`);
-    try {
-      for (let written = 0; written < bytes.length; ) {
-        written += await this.io.write(this.handle, bytes.subarray(written), this.end + written);
-      }
-      await this.handle.datasync();
-    } catch (err) {
-      this.torn = true;
-      await this.cutBack().catch(() => undefined);
-      throw err;
-    }
-    this.end += bytes.length;
-    this.tail = bytes.length >= TAIL_BYTES ? Buffer.from(bytes.subarray(bytes.length - TAIL_BYTES)) : Buffer.concat([this.tail, bytes]).subarray(-TAIL_BYTES);
-  }
-
-  private async cutBack(): Promise<void> {
-    await this.handle!.truncate(this.end);
-    await this.handle!.datasync();
-    this.torn = false;
-  }
-
-  private stateAt(): IndexState {
-    return { path: this.path, offset: this.end, tail: tailDigest(this.tail) };
-  }
-
-  private async readRange(from: number, to: number): Promise<Buffer> {
-    const buffer = Buffer.alloc(to - from);
-    for (let got = 0; got < buffer.length; ) {
-      const n = await this.io.read(this.handle!, buffer.subarray(got), from + got);
-      if (n === 0) return buffer.subarray(0, got);
-      got += n;
-    }
-    return buffer;
+    const file = this.file!;
+    await this.indexRecords(this.indexedTo, file.end);
+    await this.options.index.record([], file.stateAt());
+    this.indexedTo = file.end;
   }
 }

@@ -11,3 +11,8 @@ export * from './mongo-sink.js';
 export * from './sink-errors.js';
 export * from './export.js';
 export * from './item-schema.js';
+export * from './append-file.js';
+export * from './warc/records.js';
+export * from './warc/scan.js';
+export * from './warc/digests.js';
+export * from './warc/warc-sink.js';

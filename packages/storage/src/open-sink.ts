@@ -5,6 +5,8 @@ import { csvColumns, csvFormat, jsonlFormat } from './formats.js';
 import { MongoSink } from './mongo-sink.js';
 import type { BatcherOptions } from './batcher.js';
 import type { ItemSink } from './sink.js';
+import { RedisCaptureDigests } from './warc/digests.js';
+import { WarcSink } from './warc/warc-sink.js';
 
 export interface OpenSinkOptions {
   /** the writer's MONGO_URL, for crawls whose sink names no URL of its own */
@@ -17,6 +19,15 @@ export interface OpenSinkOptions {
   redis?: IndexRedis;
   keys?: Keys;
   crawlId?: string;
+  /** the warcinfo record's `software` (WARC output) */
+  software?: string;
+}
+
+/** A crawl's sinks: its items', and its WARC output when it has one. */
+export interface CrawlSinks {
+  items: ItemSink;
+  archive?: WarcSink;
+  close(): Promise<void>;
 }
 
 /** The index of a file sink: in the crawl's Redis slot. */
@@ -39,6 +50,27 @@ export async function openSink(spec: SinkSpec, spider: Spider, options: OpenSink
         ...(options.log ? { log: options.log } : {}),
         ...(options.batch ? { batch: options.batch } : {}),
       });
+  }
+}
+
+/** Opens the items' sink a crawl names, and its WARC output beside it. */
+export async function openCrawlSinks(spec: SinkSpec, spider: Spider, options: OpenSinkOptions): Promise<CrawlSinks> {
+  const items = await openSink(spec, spider, options);
+  if (!spec.warc) return { items, close: () => items.close() };
+  try {
+    const { redis, keys, crawlId } = options;
+    if (!redis || !keys || !crawlId) throw new Error("WARC output needs the writer's Redis, its keys and the crawl id (OpenSinkOptions redis, keys, crawlId)");
+    const index = keys.warcIndex(crawlId);
+    const archive = await WarcSink.open(spec.warc, crawlId, {
+      index: new RedisIdentityIndex(redis, index),
+      digests: new RedisCaptureDigests(redis, index.digests),
+      software: options.software ?? 'crawlfleet',
+      ...(options.batch ? { batch: options.batch } : {}),
+    });
+    return { items, archive, close: async () => void (await Promise.all([items.close(), archive.close()])) };
+  } catch (err) {
+    await items.close().catch(() => undefined);
+    throw err;
   }
 }
 

@@ -1,6 +1,6 @@
 import { RetryableError, errorMessage, jobId, type FetchJob } from '@crawlfleet/core';
 import { admitAndEnqueue, crawlTake, partKeysOfUrl } from '@crawlfleet/crawl';
-import { UserAgentRotation, encodeBody, flatHeaders, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
+import { UserAgentRotation, captureOf, encodeBody, flatHeaders, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, scopeVerdict } from '@crawlfleet/frontier';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, proxyProbe, type ProxyEntry } from '@crawlfleet/politeness';
 import { DeferError, GiveUpError, CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
@@ -53,6 +53,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         userAgent: userAgents.pick(spider.userAgents),
         crawlId: data.crawlId,
         ...(request ? { request } : {}),
+        ...(crawl.sink.warc ? { keepWire: true } : {}),
       });
       switch (outcome.kind) {
         case 'wait':
@@ -74,13 +75,26 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         }
       }
       const { page, verdict, proxy } = outcome;
+      const fetchedAt = new Date().toISOString();
       ctx.metrics.response(page.status, page.elapsedMs / 1000, page.body.length);
+      // A crawl with WARC output: a page that is not parsed goes straight to the writers to be archived.
+      const capture = captureOf(page, fetchedAt);
+      const archive = capture
+        ? {
+            handOver: {
+              stage: 'write' as const,
+              id: jobId('write', fingerprint),
+              data: { crawlId: data.crawlId, url: data.url, items: [], capture },
+              opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' as const } },
+            },
+          }
+        : {};
       // What this fetch learnt of the host goes back to the frontier with the job's finish.
       const fetched = { counters: { fetched: 1 }, url: { fingerprint, state: 'd' }, host: outcome.host };
       if (verdict.kind === 'blocked') {
         await ctx.redis.hincrby(partKeysOfUrl(ctx.keys, crawl, data.url).counters, 'blocked', 1);
         ctx.metrics.count({ blocked: 1 });
-        if (isLastAttempt) throw new GiveUpError('ERR_BLOCKED', verdict.reason, fetched, { url: data.url, status: page.status, proxy: proxy?.label });
+        if (isLastAttempt) throw new GiveUpError('ERR_BLOCKED', verdict.reason, { ...fetched, ...archive }, { url: data.url, status: page.status, proxy: proxy?.label });
         if (proxy) await job.updateData({ ...data, avoidProxies: [...new Set([...(data.avoidProxies ?? []), proxy.id])] } satisfies FetchJob);
         throw new RetryableError('ERR_BLOCKED', verdict.reason, { url: data.url, proxy: proxy?.label }, { retryAfterMs: outcome.retryAfterMs });
       }
@@ -89,7 +103,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         // scope, robots.txt, its host's slot), at the same depth.
         const redirects = (data.redirects ?? 0) + page.redirects + 1;
         const target = canonicalizeUrl(verdict.location);
-        const done = { url: { fingerprint, state: 'd' }, host: outcome.host };
+        const done = { url: { fingerprint, state: 'd' }, host: outcome.host, ...archive };
         if (redirects > spider.limits.maxRedirects)
           throw new GiveUpError('ERR_TOO_MANY_REDIRECTS', `more than ${spider.limits.maxRedirects} redirects (limits.maxRedirects), the last to ${verdict.location}`, done, { url: data.url });
         if (!target) throw new GiveUpError('ERR_HTTP_STATUS', `HTTP ${page.status} to ${verdict.location}, which is not an http(s) URL`, done, { url: data.url });
@@ -106,7 +120,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       if (verdict.kind === 'retry' && !isLastAttempt) {
         throw new RetryableError('ERR_HTTP_STATUS', verdict.reason, { url: data.url }, { retryAfterMs: outcome.retryAfterMs });
       }
-      if (verdict.kind !== 'ok') throw new GiveUpError('ERR_HTTP_STATUS', verdict.reason, fetched, { url: data.url, status: page.status });
+      if (verdict.kind !== 'ok') throw new GiveUpError('ERR_HTTP_STATUS', verdict.reason, { ...fetched, ...archive }, { url: data.url, status: page.status });
       if (isParseable(page.contentType, page.body)) {
         // The parse job: made pending by this job's finish, then added (the harness).
         return {
@@ -121,8 +135,9 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
               depth: data.depth,
               status: page.status,
               contentType: page.contentType ?? '',
-              fetchedAt: new Date().toISOString(),
+              fetchedAt,
               body: encodeBody(page.body),
+              ...(capture ? { capture } : {}),
               // only a code spider's parse hook reads them; never Set-Cookie and other credentials (Bull Board shows jobs)
               ...(spiderModule ? { headers: flatHeaders(page.headers) } : {}),
               ...(data.meta ? { meta: data.meta } : {}),
@@ -131,7 +146,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
           },
         };
       }
-      return fetched;
+      return { ...fetched, ...archive };
     },
   });
   const stopWatching = watchBackpressure(worker, ctx.queues.parse, ctx.env.parseHighWater, ctx.log);

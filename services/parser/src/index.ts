@@ -46,19 +46,21 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
         spider,
         rules,
       );
-      const writeId = page.items.length > 0 ? jobId('write', fingerprint) : undefined;
-      // The write job: made pending by this job's finish, then added (the harness).
-      const handOver = writeId
-        ? {
-            stage: 'write' as const,
-            id: writeId,
-            data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items },
-            opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' as const } },
-          }
-        : undefined;
-      await noteInvalidReasons(ctx.redis, ctx.keys, data.crawlId, page.invalidReasons);
       const { maxLinksPerPage } = spider.limits;
       const links = page.links.length > maxLinksPerPage ? page.links.slice(0, maxLinksPerPage) : page.links;
+      // A crawl with WARC output archives every page, with its outlinks, whether it has items or not.
+      const capture = data.capture ? { ...data.capture, outlinks: links.map((l) => l.url) } : undefined;
+      // The write job: made pending by this job's finish, then added (the harness).
+      const handOver =
+        page.items.length > 0 || capture
+          ? {
+              stage: 'write' as const,
+              id: jobId('write', fingerprint),
+              data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items, ...(capture ? { capture } : {}) },
+              opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' as const } },
+            }
+          : undefined;
+      await noteInvalidReasons(ctx.redis, ctx.keys, data.crawlId, page.invalidReasons);
       const overflow = page.links.length - links.length;
       if (overflow > 0) ctx.log.info({ url: data.finalUrl, links: page.links.length, maxLinksPerPage, skipped: overflow }, 'page has more links than limits.maxLinksPerPage: the rest are skipped');
       const allowed = allowedHosts(spider);

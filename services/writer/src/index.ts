@@ -1,5 +1,16 @@
-import { ItemsRejectedError, SinkBusyError, closeMongoConnections, isSinkUnavailable, mongoConnection, openSink, type ItemSink, type OpenSinkOptions } from '@crawlfleet/storage';
-import { NonRetryableError } from '@crawlfleet/core';
+import {
+  ItemsRejectedError,
+  SinkBusyError,
+  closeMongoConnections,
+  isSinkUnavailable,
+  mongoConnection,
+  openCrawlSinks,
+  type CrawlSinks,
+  type Exchange,
+  type OpenSinkOptions,
+} from '@crawlfleet/storage';
+import { NonRetryableError, type WireCapture } from '@crawlfleet/core';
+import { decodeBody } from '@crawlfleet/fetch';
 import { DeferError, createStageWorker, runningStage, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 import type { CrawlRecord } from '@crawlfleet/crawl';
 import { SinkOutages, outageWaitMs, sinkLabel } from './outage.js';
@@ -20,7 +31,7 @@ export interface WriterOptions {
 
 interface PoolEntry {
   key: string;
-  sink: Promise<ItemSink>;
+  sink: Promise<CrawlSinks>;
   timer?: NodeJS.Timeout;
 }
 
@@ -32,7 +43,7 @@ class SinkPool {
     private readonly options: OpenSinkOptions,
   ) {}
 
-  get(crawl: CrawlRecord): Promise<ItemSink> {
+  get(crawl: CrawlRecord): Promise<CrawlSinks> {
     const key = `${crawl.version}:${JSON.stringify(crawl.sink)}`;
     let entry = this.open.get(crawl.crawlId);
     if (entry && entry.key !== key) {
@@ -40,7 +51,7 @@ class SinkPool {
       entry = undefined;
     }
     if (!entry) {
-      const opened: PoolEntry = { key, sink: openSink(crawl.sink, crawl.spider, { ...this.options, crawlId: crawl.crawlId }) };
+      const opened: PoolEntry = { key, sink: openCrawlSinks(crawl.sink, crawl.spider, { ...this.options, crawlId: crawl.crawlId }) };
       opened.sink.catch(() => {
         const forget = setTimeout(() => {
           if (this.open.get(crawl.crawlId) === opened) this.open.delete(crawl.crawlId);
@@ -67,6 +78,12 @@ class SinkPool {
   async closeAll(): Promise<void> {
     await Promise.all([...this.open.keys()].map((id) => this.close(id)));
   }
+}
+
+/** A capture as job data (its body compressed for Redis) to the exchange the archive writes. */
+function exchangeOf(capture: WireCapture): Exchange {
+  const { body, ...rest } = capture;
+  return { ...rest, body: decodeBody(body) };
 }
 
 /** Readiness of a writer's MongoDB: the server answers a ping. */
@@ -98,9 +115,13 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
     defaultAttempts: ctx.env.writeAttempts,
     handler: async ({ data, crawl, deferrals }) => {
       const label = sinkLabel(crawl.sink, ctx.env.mongoUrl);
+      let archived = 0;
       try {
         const sink = await sinks.get(crawl);
-        await sink.write(data.items);
+        // A capture whose crawl has no archive (it was seeded again without --warc) is not archived.
+        const archive = data.capture && sink.archive;
+        await Promise.all([data.items.length > 0 ? sink.items.write(data.items) : undefined, archive ? archive.write(exchangeOf(data.capture!)) : undefined]);
+        if (archive) archived = 1;
       } catch (err) {
         // The store refused some of this page's items: the job goes to the dead-letter set with the
         // reason; the rest of the batch, including this page's other items, is stored.
@@ -115,7 +136,7 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
         throw err;
       }
       outages.available(label);
-      return { counters: { written: data.items.length } };
+      return { counters: { written: data.items.length, ...(archived ? { archived } : {}) } };
     },
   });
   return runningStage('write', worker, async () => {

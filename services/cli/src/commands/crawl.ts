@@ -1,4 +1,4 @@
-import { defaultSinkSpec, loadSpiderDefinition, mongoSinkSpec, sinkSpecFor, type Keys, type RedisClient, type SinkSpec } from '@crawlfleet/core';
+import { defaultSinkSpec, loadSpiderDefinition, mongoSinkSpec, sinkSpecFor, withWarcOutput, type Keys, type RedisClient, type SinkSpec } from '@crawlfleet/core';
 import { listDeadLetters } from '@crawlfleet/crawl';
 import { startFetcher } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
@@ -18,6 +18,8 @@ export interface CrawlOptions {
   crawlId?: string;
   out?: string;
   mongo?: string;
+  warc?: string;
+  warcRollover?: number;
   redis?: string;
   concurrency: number;
   maxPages?: number;
@@ -37,7 +39,8 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
   const spider = options.maxPages ? { ...loaded, maxPages: options.maxPages } : loaded;
   const env = envWith({ ...options, ...(options.mongo ? { mongo: options.mongo } : {}) });
   // --out FILE, else --mongo URL or MONGO_URL, else ./data/<crawl-id>/items.jsonl.
-  const sinkFor = (crawlId: string): SinkSpec => {
+  const sinkFor = (crawlId: string): SinkSpec => withWarcOutput(itemSinkFor(crawlId), options);
+  const itemSinkFor = (crawlId: string): SinkSpec => {
     if (options.out) return sinkSpecFor(options.out);
     // Stored without the password; this process's writer has it as its MONGO_URL (envWith above).
     if (options.mongo) return mongoSinkSpec(options.mongo);

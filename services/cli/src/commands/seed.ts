@@ -1,4 +1,4 @@
-import { loadSpiderDefinition, sinkSpecFor, defaultSinkSpec } from '@crawlfleet/core';
+import { loadSpiderDefinition, sinkSpecFor, defaultSinkSpec, withWarcOutput } from '@crawlfleet/core';
 import { seedCrawl } from '@crawlfleet/seeder';
 import { withContext } from '../context.js';
 import { envWith } from '../options.js';
@@ -6,6 +6,8 @@ import { envWith } from '../options.js';
 export interface SeedCommandOptions {
   crawlId?: string;
   sink?: string;
+  warc?: string;
+  warcRollover?: number;
   urlsFile?: string;
   sitemap?: string[];
   redis?: string;
@@ -14,7 +16,7 @@ export interface SeedCommandOptions {
 /** Registers the crawl and enqueues its seeds; the crawl id is the last line of stdout. */
 export async function seedCommand(spiderFile: string, urls: string[], options: SeedCommandOptions): Promise<number> {
   const { spider, module } = await loadSpiderDefinition(spiderFile);
-  const sinkFor = (crawlId: string) => (options.sink ? sinkSpecFor(options.sink) : defaultSinkSpec(crawlId));
+  const sinkFor = (crawlId: string) => withWarcOutput(options.sink ? sinkSpecFor(options.sink) : defaultSinkSpec(crawlId), options);
   sinkFor('check');
   const result = await withContext(envWith(options), (ctx) =>
     seedCrawl(ctx, {
