@@ -75,7 +75,7 @@ function writeCodeSpider(site, path) {
   );
 }
 
-async function fleet1p(site, ctx, code = false, cli = CLI) {
+async function fleet1p(site, ctx, code = false, cli = CLI, warc = false) {
   const prefix = `bench-${process.pid}-${++runNumber}`;
   const spider = join(ctx.dir, `spider-${prefix}.${code ? 'mjs' : 'json'}`);
   if (code) writeCodeSpider(site, spider);
@@ -84,7 +84,8 @@ async function fleet1p(site, ctx, code = false, cli = CLI) {
   if (PROFILE) await startScriptProfile(ctx.redis);
   const started = performance.now();
   const env = fleetEnv(ctx, prefix);
-  const proc = await runMeasured('crawl', cli, ['crawl', spider, '--out', join(ctx.dir, `items-${prefix}.jsonl`), '--json', '--quiet', '--concurrency', String(ctx.concurrency)], {
+  const warcArgs = warc ? ['--warc', join(ctx.dir, `warc-${prefix}`)] : [];
+  const proc = await runMeasured('crawl', cli, ['crawl', spider, '--out', join(ctx.dir, `items-${prefix}.jsonl`), '--json', '--quiet', '--concurrency', String(ctx.concurrency), ...warcArgs], {
     env,
     dir: ctx.dir,
   });
@@ -180,6 +181,8 @@ export const MODES = {
   crawlee: (site, ctx) => baseline('crawlee', site, ctx),
   'fleet-1p': (site, ctx) => fleet1p(site, ctx, false),
   'fleet-1p-code': (site, ctx) => fleet1p(site, ctx, true),
+  // fleet-1p with WARC output (--warc): what archiving every exchange costs per page
+  'fleet-1p-warc': (site, ctx) => fleet1p(site, ctx, false, CLI, true),
   'fleet-np': (site, ctx) => fleetNp(site, ctx, ctx.npMix, false),
   'fleet-np-mongo': (site, ctx) => fleetNp(site, ctx, ctx.npMix, true),
   // the same fleet on a Redis Cluster of 3 masters and 3 replicas (test/fixtures/redis-cluster.mjs)

@@ -5,7 +5,7 @@
 // machine are noise. Progress goes to stderr; the table to stdout; everything to bench/results.json.
 //
 // Knobs (defaults): BENCH_ROUNDS (3), BENCH_CONCURRENCY (64), BENCH_SITES (multi,single,books),
-// BENCH_MODES (bare,crawlee,fleet-1p,fleet-np,fleet-np-mongo; also fleet-1p-code, the spider as a code spider, and fleet-np-cluster, fleet-np on a
+// BENCH_MODES (bare,crawlee,fleet-1p,fleet-np,fleet-np-mongo; also fleet-1p-code, the spider as a code spider, fleet-1p-warc, with WARC output, and fleet-np-cluster, fleet-np on a
 // 3-master Redis Cluster), BENCH_MONGO_SITES (multi: the sites
 // fleet-np-mongo runs on), BENCH_MEMORY (1: the 10^6-URL step), BENCH_URLS (1000000), BENCH_WRITER
 // (1: the writer benchmark, with BENCH_WRITER_ITEMS, 5000), BENCH_NP_MIXES (1:1:1,1:2:1: the

@@ -36,6 +36,11 @@ export function markdownReport(results, meta) {
       `${r.found.pass ? 'PASS' : 'FAIL'}${r.found.buildChanged ? ' (rebuilt mid-run)' : ''}`,
     ]),
   );
+  const archived = results.filter((r) => r.found.warc);
+  const warc = table(
+    ['scenario', 'WARC files', 'responses and revisits', 'invalid files', 'fetched URLs without one', 'URLs with more than one'],
+    archived.map((r) => [r.name, r.warcFiles ?? '', r.found.warc.captures, r.found.warc.invalidFiles.length, r.found.warc.missing, r.found.warc.duplicates]),
+  );
   const problems = results
     .filter((r) => !r.found.pass)
     .map((r) => `- **${r.name}**: ${r.found.problems.join('; ')}`)
@@ -52,6 +57,7 @@ export function markdownReport(results, meta) {
     '## Found',
     '',
     found,
+    ...(archived.length ? ['', '## WARC output', '', warc] : []),
     ...(problems ? ['', '## Problems', '', problems] : []),
     '',
   ].join('\n');

@@ -12,7 +12,7 @@
 // CHAOS_SEED (the random kills' seed), CHAOS_KEEP=1 (keep the run directory even on success).
 // Results: test-artifacts/chaos-<form>.json and .md; the run directory (logs of every process, Redis
 // AOF, FerretDB data) is kept when a scenario fails. Exit 0 all passed, 1 a scenario failed, 2 bad setup.
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, homedir, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -42,7 +42,8 @@ const FULL = {
 const SHORT = {
   hosts: 2,
   // Worker kills for the crawl's first 75 s only, so that CI's run takes about 4 minutes.
-  scenarios: [{ name: 'short-all-at-once', workerKills: true, workerKillWindowS: 75, redisKills: 1, mongoOutageS: 35, writerKillsInOutage: 1 }],
+  // With WARC output (issue #21): the archive must come out exactly once through the same faults.
+  scenarios: [{ name: 'short-all-at-once', workerKills: true, workerKillWindowS: 75, redisKills: 1, mongoOutageS: 35, writerKillsInOutage: 1, warc: true }],
 };
 const FLEET = { counts: { fetcher: 2, parser: 2, writer: 2 }, concurrency: { fetcher: 8 } };
 /** A crawl that makes no progress for this long (outside an outage) is declared hung. */
@@ -191,7 +192,10 @@ async function runScenario(scenario, ctx) {
 
   writeFileSync(join(dir, 'spider.json'), JSON.stringify(docsSpider(hosts, site.port), null, 2));
   writeFileSync(join(dir, 'urls.txt'), `${[...truth.pages.keys()].join('\n')}\n`);
-  const seeded = await runCli(['seed', join(dir, 'spider.json'), '--crawl-id', crawlId, '--sink', 'mongo', '--urls-file', join(dir, 'urls.txt')], env);
+  const warcDir = join(dir, 'warc');
+  // 4 MB files: the archive (about 20 MB) rolls over several times while writers are killed
+  const warcArgs = scenario.warc ? ['--warc', warcDir, '--warc-rollover', '4000000'] : [];
+  const seeded = await runCli(['seed', join(dir, 'spider.json'), '--crawl-id', crawlId, '--sink', 'mongo', '--urls-file', join(dir, 'urls.txt'), ...warcArgs], env);
   if (seeded.code !== 0) throw new Error(`seed exited ${seeded.code}: ${seeded.stderr.slice(-2000)}`);
   log(`seeded ${truth.pages.size} pages as crawl ${crawlId} (QUEUE_PREFIX ${prefix}, MongoDB database ${dbName})`);
 
@@ -342,6 +346,7 @@ async function runScenario(scenario, ctx) {
     .toArray();
   await client.close();
 
+  const warcRead = scenario.warc ? readWarc(warcDir) : undefined;
   const found = verify({
     truth,
     stored,
@@ -352,6 +357,7 @@ async function runScenario(scenario, ctx) {
     countersFinal: statusJson?.counters ?? final?.counters ?? null,
     leftovers,
     waitExit: waited.code,
+    ...(warcRead ? { warc: warcRead } : {}),
   });
   found.endedDone = endedDone;
   found.buildChanged = buildStamp() !== buildAtStart;
@@ -365,6 +371,7 @@ async function runScenario(scenario, ctx) {
     mongoDatabase: dbName,
     logs: dir,
     durationS,
+    ...(warcRead ? { warcFiles: warcRead.files } : {}),
     injected: { ...injected, unexpectedExits: fleet.unexpectedExits.length, unexpectedExitList: fleet.unexpectedExits, workerStarts: fleet.starts },
     found,
     status: statusJson,
@@ -372,6 +379,32 @@ async function runScenario(scenario, ctx) {
     diagnosis,
     events,
   };
+}
+
+/**
+ * The archive as python's warcio reads it (WARC_TOOLS, scripts/services.sh ensure_warc_tools): each
+ * file checked, and the target URI of every response and revisit record.
+ */
+function readWarc(dir) {
+  const tools = process.env.WARC_TOOLS;
+  if (!tools) throw new Error('WARC_TOOLS is not set: scripts/test.sh and scripts/chaos.sh install warcio (ensure_warc_tools)');
+  const files = existsSync(dir)
+    ? readdirSync(dir)
+        .filter((f) => f.endsWith('.warc.gz'))
+        .sort()
+        .map((f) => join(dir, f))
+    : [];
+  const invalidFiles = [];
+  for (const file of files) {
+    const check = spawnSync(join(tools, 'warcio'), ['check', file], { encoding: 'utf8' });
+    if (check.status !== 0) invalidFiles.push({ file, reason: `${check.stdout}${check.stderr}`.slice(0, 2000) });
+  }
+  const read = spawnSync(join(tools, 'python'), [join(ROOT, 'test', 'fixtures', 'reference', 'warc_records.py'), ...files], { encoding: 'utf8', maxBuffer: 512 * 1024 * 1024 });
+  if (read.status !== 0) throw new Error(`warc_records.py exited ${read.status}: ${read.stderr.slice(-2000)}`);
+  const captures = JSON.parse(read.stdout)
+    .filter((r) => r.type === 'response' || r.type === 'revisit')
+    .map((r) => ({ uri: r.uri }));
+  return { captures, invalidFiles, files: files.length };
 }
 
 async function main() {

@@ -15,6 +15,7 @@ const sample = (list) => list.slice(0, SAMPLE);
  *   countersFinal: Record<string, number> | null,
  *   leftovers: Record<string, Record<string, string[]>>,
  *   waitExit: number | null,
+ *   warc?: { captures: { uri: string }[], invalidFiles: { file: string, reason: string }[] },
  * }} run
  */
 export function verify(run) {
@@ -56,6 +57,14 @@ export function verify(run) {
       .map(([stage, ids]) => ({ set: `${set}:${stage}`, count: ids.length, ids: sample(ids) })),
   );
 
+  // WARC output (a scenario with `warc`): one response or revisit per fetched URL, every file valid.
+  const warc = run.warc ? warcFindings(run.warc, truth) : undefined;
+  if (warc) {
+    expectedCounters.archived = pages + truth.dead.size;
+    const found = run.countersFinal?.archived ?? null;
+    if (found !== expectedCounters.archived) counterMismatches.push({ counter: 'archived', expected: expectedCounters.archived, found });
+  }
+
   const problems = [];
   if (!run.endedDone) problems.push(`the crawl did not end done (state ${run.finalState ?? 'unknown'})`);
   if (run.endedDone && run.waitExit !== 0) problems.push(`\`wait\` exited ${run.waitExit} on the done crawl`);
@@ -68,6 +77,12 @@ export function verify(run) {
   for (const m of counterMismatches) problems.push(`counter ${m.counter} ${m.found} (expected ${m.expected})`);
   if (movedAfterDone.length) problems.push(`counters moved after done: ${movedAfterDone.map((m) => `${m.counter} ${m.atDone}→${m.after}`).join(', ')}`);
   if (run.endedDone && leftoverSets.length) problems.push(`sets not empty after done: ${leftoverSets.map((s) => `${s.set} (${s.count})`).join(', ')}`);
+  if (warc) {
+    if (warc.invalidFiles.length) problems.push(`${warc.invalidFiles.length} WARC files invalid (warcio check)`);
+    if (warc.missing.length) problems.push(`${warc.missing.length} fetched URLs without a WARC response`);
+    if (warc.duplicates.length) problems.push(`${warc.duplicates.length} URLs with more than one WARC response`);
+    if (warc.unexpected.length) problems.push(`${warc.unexpected.length} WARC responses for URLs not fetched`);
+  }
 
   return {
     pass: problems.length === 0,
@@ -93,5 +108,33 @@ export function verify(run) {
     counterMismatches,
     movedAfterDone,
     leftoverSets,
+    ...(warc
+      ? {
+          warc: {
+            captures: warc.captures,
+            invalidFiles: warc.invalidFiles,
+            missing: warc.missing.length,
+            missingSample: sample(warc.missing),
+            duplicates: warc.duplicates.length,
+            duplicatesSample: sample(warc.duplicates),
+            unexpected: warc.unexpected.length,
+            unexpectedSample: sample(warc.unexpected),
+          },
+        }
+      : {}),
+  };
+}
+
+/** The WARC files against the fetched URLs: the live pages and the broken links (their 404s are archived too). */
+function warcFindings(warc, truth) {
+  const fetched = new Set([...truth.pages.keys(), ...truth.dead]);
+  const copies = new Map();
+  for (const { uri } of warc.captures) copies.set(uri, (copies.get(uri) ?? 0) + 1);
+  return {
+    captures: warc.captures.length,
+    invalidFiles: warc.invalidFiles,
+    missing: [...fetched].filter((u) => !copies.has(u)).sort(),
+    duplicates: [...copies].filter(([, n]) => n > 1).map(([url, n]) => ({ url, copies: n })),
+    unexpected: [...copies.keys()].filter((u) => !fetched.has(u)).sort(),
   };
 }

@@ -60,4 +60,28 @@ describe('the chaos verdict', () => {
     const found = verify({ ...exactRun(), endedDone: false, finalState: 'running', waitExit: null });
     expect(found.problems).toEqual(['the crawl did not end done (state running)']);
   });
+
+  test('WARC output: one response per fetched URL (the 404 too) and every file valid pass; a missing, doubled or stray capture, a bad file and a wrong archived count fail, named', () => {
+    const fetched = [...truth.pages.keys(), ...truth.dead].map((uri) => ({ uri }));
+    const archivedCounters = { ...exactCounters, archived: 4 };
+    const exact = verify({ ...exactRun(), countersAtDone: archivedCounters, countersFinal: archivedCounters, warc: { captures: fetched, invalidFiles: [] } });
+    expect(exact.problems).toEqual([]);
+    expect(exact.warc).toMatchObject({ captures: 4, missing: 0, duplicates: 0, unexpected: 0 });
+
+    const damaged = verify({
+      ...exactRun(),
+      countersAtDone: archivedCounters,
+      countersFinal: { ...archivedCounters, archived: 5 },
+      warc: { captures: [...fetched.slice(1), { uri: 'http://a.test/2.html' }, { uri: 'http://a.test/other.html' }], invalidFiles: [{ file: 'c-00002.warc.gz', reason: 'truncated' }] },
+    });
+    expect(damaged.warc).toMatchObject({ missingSample: ['http://a.test/1.html'], duplicatesSample: [{ url: 'http://a.test/2.html', copies: 2 }], unexpectedSample: ['http://a.test/other.html'] });
+    expect(damaged.problems).toEqual([
+      'counter archived 5 (expected 4)',
+      'counters moved after done: archived 4→5',
+      '1 WARC files invalid (warcio check)',
+      '1 fetched URLs without a WARC response',
+      '1 URLs with more than one WARC response',
+      '1 WARC responses for URLs not fetched',
+    ]);
+  });
 });

@@ -1,6 +1,19 @@
 import { validateSpider } from '@crawlfleet/core';
-import { gzipSync } from 'node:zlib';
-import { assertUrlAddressAllowed, classifyResponse, decodeBody, decodeHtml, encodeBody, isHtml, isInlineRedirect, isPublicAddress, UserAgentRotation, identityHeaders } from '@crawlfleet/fetch';
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
+import {
+  assertUrlAddressAllowed,
+  classifyResponse,
+  contentCodings,
+  decodeContentEncoding,
+  decodeBody,
+  decodeHtml,
+  encodeBody,
+  isHtml,
+  isInlineRedirect,
+  isPublicAddress,
+  UserAgentRotation,
+  identityHeaders,
+} from '@crawlfleet/fetch';
 
 describe('SSRF guard', () => {
   test.each(['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '::1', 'fe80::1', 'fc00::1', '0.0.0.0', '::ffff:127.0.0.1', '100.64.0.1'])('%s is not public', (ip) => {
@@ -132,4 +145,29 @@ test('user agents rotate: the spider list, else the environment, else generated 
     if (h['sec-ch-ua'] !== undefined) expect({ agent, hints: h['sec-ch-ua'] }).toEqual({ agent, hints: expect.stringContaining(`v="${chrome}"`) });
     if (/Firefox\//.test(agent)) expect(h['sec-ch-ua']).toBeUndefined();
   }
+});
+
+describe('Content-Encoding undone from the wire bytes (WARC crawls keep both)', () => {
+  const page = Buffer.from(`<html><body>${'é'.repeat(3000)}</body></html>`);
+
+  test('gzip, x-gzip, deflate (zlib-wrapped and raw, as some servers send it), br, and identity', () => {
+    expect(decodeContentEncoding(gzipSync(page), 'gzip', 1e6, 'u')).toEqual(page);
+    expect(decodeContentEncoding(gzipSync(page), 'X-Gzip', 1e6, 'u')).toEqual(page);
+    expect(decodeContentEncoding(deflateSync(page), 'deflate', 1e6, 'u')).toEqual(page);
+    expect(decodeContentEncoding(deflateRawSync(page), 'deflate', 1e6, 'u')).toEqual(page);
+    expect(decodeContentEncoding(brotliCompressSync(page), 'br', 1e6, 'u')).toEqual(page);
+    expect(decodeContentEncoding(page, 'identity', 1e6, 'u')).toBe(page);
+    expect(decodeContentEncoding(page, undefined, 1e6, 'u')).toBe(page);
+  });
+
+  test('stacked codings are undone outermost first; an unknown coding leaves the body as it came', () => {
+    expect(contentCodings('deflate, gzip')).toEqual(['deflate', 'gzip']);
+    expect(decodeContentEncoding(gzipSync(deflateSync(page)), 'deflate, gzip', 1e6, 'u')).toEqual(page);
+    expect(decodeContentEncoding(page, 'compress', 1e6, 'u')).toBe(page);
+  });
+
+  test('a body larger than the cap once decoded is refused for good; one that does not decode may be retried', () => {
+    expect(() => decodeContentEncoding(gzipSync(page), 'gzip', 100, 'u')).toThrow(expect.objectContaining({ code: 'ERR_RESPONSE_TOO_LARGE' }));
+    expect(() => decodeContentEncoding(Buffer.from('not brotli at all'), 'br', 1e6, 'u')).toThrow(expect.objectContaining({ code: 'ERR_BODY_DECODE' }));
+  });
 });

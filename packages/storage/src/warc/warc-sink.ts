@@ -30,7 +30,8 @@ export interface WarcSinkOptions {
 }
 
 /** A record's identity in the index: one response (or revisit) per target URI. */
-const identityOf = (uri: string) => identityDigest(`warc\n${uri}`);
+export const warcIdentity = (uri: string) => identityDigest(`warc\n${uri}`);
+
 const ARCHIVED = new Set(['response', 'revisit']);
 
 /**
@@ -168,7 +169,7 @@ export class WarcSink {
   private async indexScanned(records: ScannedRecord[]): Promise<void> {
     const archived = records.filter((r) => ARCHIVED.has(r.type) && r.uri);
     await this.options.digests.remember(archived.filter((r) => r.type === 'response' && r.payloadDigest && r.date).map((r) => ({ digest: r.payloadDigest!, capture: { uri: r.uri!, date: r.date! } })));
-    await this.options.index.record(archived.map((r) => identityOf(r.uri!)));
+    await this.options.index.record(archived.map((r) => warcIdentity(r.uri!)));
   }
 
   private indexDescribesFile(state: IndexState | undefined): boolean {
@@ -183,7 +184,7 @@ export class WarcSink {
     const byUri = new Map<string, Exchange>();
     for (const exchange of exchanges) if (!byUri.has(exchange.targetUri)) byUri.set(exchange.targetUri, exchange);
     const entries = [...byUri.values()];
-    const identities = entries.map((e) => identityOf(e.targetUri));
+    const identities = entries.map((e) => warcIdentity(e.targetUri));
     let found = await this.options.index.lookup(identities);
     if (!this.indexDescribesFile(found.state)) {
       // the index changed under us (Redis lost its data, or the crawl was reset): rebuild it from the files
@@ -208,7 +209,7 @@ export class WarcSink {
     await file.append(bytes);
     await this.options.digests.remember([...firsts].map(([digest, capture]) => ({ digest, capture })));
     await this.options.index.record(
-      fresh.map((e) => identityOf(e.targetUri)),
+      fresh.map((e) => warcIdentity(e.targetUri)),
       file.stateAt(),
     );
     this.indexedTo = file.end;
