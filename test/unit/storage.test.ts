@@ -20,6 +20,7 @@ import {
   type IndexState,
   type SinkIO,
   contentHash,
+  surtKey,
   csvColumns,
   csvFormat,
   documentId,
@@ -455,5 +456,17 @@ describe('the mongoose schema of an item rule', () => {
     expect(castItem(schema, { ...base, colour: 'red' }).reason).toMatch(/field "colour" is not in the schema \(strict\)/);
     // The store's own fields never come from an item.
     expect(castItem(schema, { ...base, changes: 5 }).reason).toMatch(/field "changes" is not in the schema/);
+  });
+});
+
+describe("surtKey: pywb's lookup key (python surt's), from a fetched URL", () => {
+  test('a directory loses its trailing slash, escapes of safe characters are undone, the query is sorted and lower-cased', () => {
+    expect(surtKey('https://docs.python.org/3/library/')).toBe('org,python,docs)/3/library');
+    expect(surtKey('http://www.Example.test/')).toBe('test,example)/');
+    expect(surtKey('http://127.0.0.1:8080/catalogue/page-2.html')).toBe('1,0,0,127:8080)/catalogue/page-2.html');
+    expect(surtKey('http://example.test/P%41th/?q=%7e&B=1')).toBe('test,example)/path?b=1&q=~');
+    expect(surtKey('http://example.test/a%20b.html#top')).toBe('test,example)/a%20b.html');
+    expect(surtKey('http://example.test/s?ie=utf-8%27&id=0%2C1')).toBe("test,example)/s?id=0,1&ie=utf-8'");
+    expect(surtKey('http://example.test/x?jsessionid=0123456789abcdef0123456789abcdef&a=1')).toBe('test,example)/x?a=1');
   });
 });

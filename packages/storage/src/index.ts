@@ -16,3 +16,4 @@ export * from './warc/records.js';
 export * from './warc/scan.js';
 export * from './warc/digests.js';
 export * from './warc/warc-sink.js';
+export * from './warc/surt.js';

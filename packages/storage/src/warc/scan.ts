@@ -3,6 +3,7 @@ import { open, writeFile, rename } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { CDXIndexer, WARCParser } from 'warcio';
+import { surtKey } from './surt.js';
 
 /** What recovery needs of a record found in a file. */
 export interface ScannedRecord {
@@ -67,8 +68,9 @@ export async function scanWarc(path: string, from: number, to: number): Promise<
 }
 
 /**
- * Writes `<file>.cdxj` beside a WARC file: warcio.js's CDXJ indexer (the lines pywb reads), sorted by
- * SURT key and time as pywb and cdxj-indexer sort them. Written to a temporary name, then renamed, so
+ * Writes `<file>.cdxj` beside a WARC file: warcio.js's CDXJ indexer (the lines pywb reads) keyed by
+ * python surt's key (surtKey), sorted by key and time as pywb needs them (it finds nothing in an
+ * unsorted index). Written to a temporary name, then renamed, so
  * a reader never sees half an index.
  */
 export async function writeCdxj(path: string, upTo: number): Promise<string> {
@@ -76,7 +78,11 @@ export async function writeCdxj(path: string, upTo: number): Promise<string> {
   const lines: string[] = [];
   if (upTo > 0) {
     const parser = new WARCParser(createReadStream(path, { start: 0, end: upTo - 1 }));
-    for await (const entry of indexer.iterRecords(parser, basename(path))) lines.push(indexer.serializeCDXJ(entry));
+    for await (const entry of indexer.iterRecords(parser, basename(path))) {
+      // the key pywb looks the URL up by (warcio.js's own differs for about a third of real URLs)
+      entry.urlkey = surtKey(entry.url);
+      lines.push(indexer.serializeCDXJ(entry));
+    }
   }
   lines.sort();
   const target = `${path}.cdxj`;
