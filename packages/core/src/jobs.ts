@@ -8,6 +8,38 @@ const crawlId = z.string().regex(CRAWL_ID_PATTERN, 'not a valid crawl id');
 export const MAX_LINK_META_BYTES = 4096;
 const linkMeta = z.record(z.string(), z.unknown()).refine((m) => Buffer.byteLength(JSON.stringify(m)) <= MAX_LINK_META_BYTES, `at most ${MAX_LINK_META_BYTES} bytes of JSON`);
 
+/**
+ * What the last visit of a URL learnt, for a recrawl: its validators (sent as If-None-Match and
+ * If-Modified-Since), the hash of its body, when it last changed, and its recrawl interval.
+ */
+export const knownPageSchema = z.strictObject({
+  etag: z.string().max(1024).optional(),
+  lastModified: z.string().max(256).optional(),
+  hash: z.string().regex(/^[0-9a-f]{40}$/),
+  changedAt: z.iso.datetime(),
+  intervalS: z.int().min(1),
+});
+
+/** A URL's record in the crawl's pages store (a spider with `recrawl`), written by the writers after each visit. */
+export const pageRecordSchema = z.strictObject({
+  url: z.url(),
+  depth: z.int().min(0),
+  status: z.int().min(100).max(599),
+  etag: z.string().max(1024).optional(),
+  lastModified: z.string().max(256).optional(),
+  /** SHA-1 of the body, its Content-Encoding undone */
+  hash: z.string().regex(/^[0-9a-f]{40}$/),
+  /** the last visit (a 304 too) */
+  lastSeenAt: z.iso.datetime(),
+  /** the first visit that saw this body */
+  changedAt: z.iso.datetime(),
+  intervalS: z.int().min(1),
+  /** when a recrawl with --due takes the URL again */
+  dueAt: z.iso.datetime(),
+  /** the sitemap's `<lastmod>` when it listed the URL */
+  lastmod: z.iso.datetime().optional(),
+});
+
 export const fetchJobSchema = z.strictObject({
   crawlId,
   url: z.url({ protocol: /^https?$/ }),
@@ -24,6 +56,8 @@ export const fetchJobSchema = z.strictObject({
   meta: linkMeta.optional(),
   /** when the page last changed, as the sitemap that listed it says (its `<lastmod>`), for later stages and recrawls */
   lastmod: z.iso.datetime().optional(),
+  /** a recrawl: what the last visit learnt, for a conditional request */
+  known: knownPageSchema.optional(),
 });
 
 /**
@@ -58,6 +92,8 @@ export const parseJobSchema = z.strictObject({
   headers: z.record(z.string(), z.string()).optional(),
   meta: linkMeta.optional(),
   capture: wireCaptureSchema.optional(),
+  /** the URL's record after this visit (a spider with `recrawl`), for the writers */
+  page: pageRecordSchema.optional(),
 });
 
 export const itemSchema = z.record(z.string(), z.unknown());
@@ -68,13 +104,16 @@ export const writeJobSchema = z
     url: z.url(),
     items: z.array(itemSchema),
     capture: wireCaptureSchema.optional(),
+    page: pageRecordSchema.optional(),
   })
-  .refine((job) => job.items.length > 0 || job.capture !== undefined, { message: 'a write job carries items, an exchange to archive, or both', path: ['items'] });
+  .refine((job) => job.items.length > 0 || job.capture !== undefined || job.page !== undefined, { message: 'a write job carries items, an exchange to archive or a page record', path: ['items'] });
 
 export type FetchJob = z.infer<typeof fetchJobSchema>;
 export type ParseJob = z.infer<typeof parseJobSchema>;
 export type WriteJob = z.infer<typeof writeJobSchema>;
 export type WireCapture = z.infer<typeof wireCaptureSchema>;
+export type KnownPage = z.infer<typeof knownPageSchema>;
+export type PageRecord = z.infer<typeof pageRecordSchema>;
 export type Item = z.infer<typeof itemSchema>;
 
 export interface JobByStage {

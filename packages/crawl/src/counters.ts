@@ -1,11 +1,13 @@
 /**
- * The status counters, in the order the status object lists them. Two extend the contract:
+ * The status counters, in the order the status object lists them. These extend the contract:
  * - `deferred`: how many times a job was parked to wait for its host or proxy (the limiter's churn);
  * - `redirected`: URLs whose answer was a redirect to another origin, whose target became a URL of
  *   its own. So every seen URL ends as fetched, failed, skipped or redirected.
  * - `reconciled`: lost jobs the reconciler rebuilt (their URL fetched again);
  * - `replayed`: dead letters sent back by `crawlfleet replay`;
- * - `archived`: fetched URLs whose exchange is in the crawl's WARC files (`--warc`).
+ * - `archived`: fetched URLs whose exchange is in the crawl's WARC files (`--warc`);
+ * - `notModified`: a recrawl's URLs answered 304 Not Modified (fetched, not parsed again);
+ * - `unchanged`: a recrawl's URLs answered with the body of their last visit (fetched, not parsed again).
  */
 export const COUNTER_NAMES = [
   'seen',
@@ -23,6 +25,8 @@ export const COUNTER_NAMES = [
   'reconciled',
   'replayed',
   'archived',
+  'notModified',
+  'unchanged',
 ] as const;
 export type CounterName = (typeof COUNTER_NAMES)[number];
 export type Counters = Record<CounterName, number>;

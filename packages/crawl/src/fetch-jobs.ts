@@ -29,6 +29,7 @@ export function fetchJobData(crawlId: string, r: FetchRequest): FetchJob {
     ...(r.redirects ? { redirects: r.redirects } : {}),
     ...(r.meta ? { meta: r.meta } : {}),
     ...(r.lastmod ? { lastmod: r.lastmod } : {}),
+    ...(r.known ? { known: r.known } : {}),
   };
 }
 
@@ -105,6 +106,7 @@ export async function admitAndEnqueue(
           ...(referer ? { referer } : {}),
           ...(a.meta ? { meta: a.meta } : {}),
           ...(a.lastmod ? { lastmod: a.lastmod } : {}),
+          ...(a.known ? { known: a.known } : {}),
         },
       }));
     await enqueueFetches(queues, crawlId, spider, [...again, ...taken]);

@@ -12,3 +12,4 @@ export * from './replay.js';
 export * from './forget.js';
 export * from './summary.js';
 export * from './gc.js';
+export * from './recrawl.js';

@@ -69,11 +69,14 @@ export interface DeadLetter {
 /**
  * Pure: what a dead letter keeps of its job's payload: enough to replay it. A parse job's body is
  * left out (it is large, and replay fetches the page again), and so are its response headers (a
- * site's Set-Cookie has no business in a record that `dead-letters --json` prints).
+ * site's Set-Cookie has no business in a record that `dead-letters --json` prints) and any WARC
+ * capture (a replayed write archives nothing; its URL keeps the answer archived first).
  */
 export function deadLetterData(stage: Stage, data: unknown): unknown {
-  if (stage !== 'parse' || typeof data !== 'object' || data === null) return data;
-  return { ...data, body: undefined, headers: undefined };
+  if (typeof data !== 'object' || data === null) return data;
+  // A WARC capture (the page as on the wire, its Set-Cookie and request headers) stays out too.
+  if (stage !== 'parse') return 'capture' in data ? { ...data, capture: undefined } : data;
+  return { ...data, body: undefined, headers: undefined, capture: undefined };
 }
 
 export type FinishOutcome = 'already' | 'finished' | 'crawl-done';

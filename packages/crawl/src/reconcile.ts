@@ -154,6 +154,13 @@ async function jobPresences(redis: RedisClient, queues: Queues, stage: Stage, id
 async function rebuild(redis: RedisClient, keys: Keys, queues: Queues, crawl: CrawlRecord, k: PartKeys, stage: Stage, id: string, options: ReconcileOptions): Promise<boolean> {
   const fp = fingerprintOfJob(id);
   const maxRebuilds = options.maxRebuilds ?? 5;
+  // The write of a dead-lettered fetch only archived its answer: fetching it again would count its
+  // failure twice. It ends without its archive (the dead letter stays, and a replay fetches it).
+  if (stage === 'write' && (await redis.hexists(k.dead, jobId('fetch', fp))) === 1) {
+    await finishInPartition(redis, keys, crawl, k, stage, id, '', {});
+    options.log?.warn({ crawlId: crawl.crawlId, stage, jobId: id }, 'reconciler: the lost write of a dead-lettered fetch is dropped (its answer is not archived)');
+    return true;
+  }
   const request = decodeRequest(await redis.hget(k.requests, fp));
   const verdict = request
     ? await runScript<number>(

@@ -41,6 +41,8 @@ function decodeOne(body: Buffer, coding: string, maxBytes: number): Buffer | und
  * decompression is off. A body that does not decode is a broken response: another attempt may do.
  */
 export function decodeContentEncoding(wire: Buffer, header: string | string[] | undefined, maxBytes: number, url: string): Buffer {
+  // A 204, a 304 or a HEAD has no body to decode, whatever its Content-Encoding says (as got does).
+  if (wire.length === 0) return wire;
   let body = wire;
   for (const coding of contentCodings(header).reverse()) {
     try {

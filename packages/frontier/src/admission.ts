@@ -1,4 +1,4 @@
-import { StaleRunError, jobId, runScript, urlFingerprint, type PartKeys, type RedisClient } from '@crawlfleet/core';
+import { StaleRunError, jobId, runScript, urlFingerprint, type KnownPage, type PartKeys, type RedisClient } from '@crawlfleet/core';
 import type { ScopeVerdict } from './scope.js';
 
 export interface Candidate {
@@ -13,6 +13,8 @@ export interface Candidate {
   meta?: Record<string, unknown>;
   /** when the page last changed, as its sitemap's `<lastmod>` says (ISO 8601, UTC, to the second) */
   lastmod?: string;
+  /** a recrawl: what the URL's last visit learnt (its fetch is conditional) */
+  known?: KnownPage;
 }
 
 export interface Admitted {
@@ -21,6 +23,7 @@ export interface Admitted {
   redirects?: number;
   meta?: Record<string, unknown>;
   lastmod?: string;
+  known?: KnownPage;
   jobId: string;
   /** true when first admitted now; false when admitted before and still unfinished */
   isNew: boolean;
@@ -67,6 +70,8 @@ export interface FetchRequest {
   meta?: Record<string, unknown>;
   /** a sitemap's `<lastmod>` for the URL (ISO 8601, UTC, to the second) */
   lastmod?: string;
+  /** a recrawl: what the URL's last visit learnt */
+  known?: KnownPage;
 }
 
 /** How far ahead a host's turn may be for its URL to be handed to the fetch stage now. */
@@ -102,14 +107,21 @@ function epochSeconds(iso: string | undefined): number | undefined {
 /**
  * Pure: what the frontier keeps of a URL, in its host's queue and while it is in flight, to make or
  * rebuild its fetch job: `<depth> <url>`, then, only when there are any, a line of JSON with the rest
- * (x redirects, r referer, m a code spider's link metadata, l a sitemap's lastmod in epoch seconds).
+ * (x redirects, r referer, m a code spider's link metadata, l a sitemap's lastmod in epoch seconds,
+ * k what a recrawled URL's last visit learnt).
  * The URL is canonical, so it holds no space or line break; the take reads it back in Lua to name the
  * job (urlOfRequest in takeReady.lua).
  */
 export function encodeRequest(c: FetchRequest): string {
   const head = `${c.depth} ${c.url}`;
   const lastmod = epochSeconds(c.lastmod);
-  const rest = { ...(c.redirects ? { x: c.redirects } : {}), ...(c.referer ? { r: c.referer } : {}), ...(c.meta ? { m: c.meta } : {}), ...(lastmod !== undefined ? { l: lastmod } : {}) };
+  const rest = {
+    ...(c.redirects ? { x: c.redirects } : {}),
+    ...(c.referer ? { r: c.referer } : {}),
+    ...(c.meta ? { m: c.meta } : {}),
+    ...(lastmod !== undefined ? { l: lastmod } : {}),
+    ...(c.known ? { k: c.known } : {}),
+  };
   return Object.keys(rest).length > 0 ? `${head}\n${JSON.stringify(rest)}` : head;
 }
 
@@ -135,7 +147,7 @@ export function queuedRequest(request: string, host: string): string {
 export function decodeRequest(text: string | null | undefined): FetchRequest | undefined {
   if (!text) return undefined;
   try {
-    let r: { u?: unknown; d?: unknown; x?: unknown; r?: unknown; m?: unknown; l?: unknown };
+    let r: { u?: unknown; d?: unknown; x?: unknown; r?: unknown; m?: unknown; l?: unknown; k?: unknown };
     if (text.startsWith('{')) r = JSON.parse(text);
     else {
       const m = /^(\d+) (\S+)(?:\n(.*))?$/s.exec(text);
@@ -145,7 +157,9 @@ export function decodeRequest(text: string | null | undefined): FetchRequest | u
     if (typeof r.u !== 'string' || typeof r.d !== 'number') return undefined;
     const meta = typeof r.m === 'object' && r.m !== null && !Array.isArray(r.m) ? { meta: r.m as Record<string, unknown> } : {};
     const lastmod = typeof r.l === 'number' && Number.isFinite(r.l) ? { lastmod: new Date(r.l * 1000).toISOString() } : {};
-    return { url: r.u, depth: r.d, ...(typeof r.x === 'number' ? { redirects: r.x } : {}), ...(typeof r.r === 'string' ? { referer: r.r } : {}), ...meta, ...lastmod };
+    // what a recrawl carries is checked where the fetch job is (its schema): here it only travels
+    const known = typeof r.k === 'object' && r.k !== null && !Array.isArray(r.k) ? { known: r.k as KnownPage } : {};
+    return { url: r.u, depth: r.d, ...(typeof r.x === 'number' ? { redirects: r.x } : {}), ...(typeof r.r === 'string' ? { referer: r.r } : {}), ...meta, ...lastmod, ...known };
   } catch {
     return undefined;
   }
@@ -236,6 +250,7 @@ export async function admitToPartition(redis: RedisClient, k: PartKeys, crawlId:
         ...(c.redirects ? { redirects: c.redirects } : {}),
         ...(c.meta ? { meta: c.meta } : {}),
         ...(c.lastmod ? { lastmod: c.lastmod } : {}),
+        ...(c.known ? { known: c.known } : {}),
         jobId: id,
         isNew: code === 1,
       });

@@ -23,6 +23,8 @@ export const COUNTER_METRICS: Record<CounterName, { name: string; help: string }
   reconciled: { name: 'crawlfleet_jobs_reconciled_total', help: 'lost jobs the reconciler rebuilt (their URL fetched again)' },
   replayed: { name: 'crawlfleet_dead_letters_replayed_total', help: 'dead letters sent back to the fetch stage by `crawlfleet replay`' },
   archived: { name: 'crawlfleet_pages_archived_total', help: "fetched URLs whose exchange went into the crawl's WARC files" },
+  notModified: { name: 'crawlfleet_pages_not_modified_total', help: 'recrawled URLs answered 304 Not Modified' },
+  unchanged: { name: 'crawlfleet_pages_unchanged_total', help: 'recrawled URLs whose body was the one of their last visit' },
 };
 
 const statusClass = (status: number) => `${Math.floor(status / 100)}xx`;

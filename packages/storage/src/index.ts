@@ -17,3 +17,4 @@ export * from './warc/scan.js';
 export * from './warc/digests.js';
 export * from './warc/warc-sink.js';
 export * from './warc/surt.js';
+export * from './pages.js';

@@ -5,6 +5,7 @@ import { csvColumns, csvFormat, jsonlFormat } from './formats.js';
 import { MongoSink } from './mongo-sink.js';
 import type { BatcherOptions } from './batcher.js';
 import type { ItemSink } from './sink.js';
+import { openPageStore, pagesFilePath, type PageStore, type PagesLocation } from './pages.js';
 import { RedisCaptureDigests } from './warc/digests.js';
 import { WarcSink } from './warc/warc-sink.js';
 
@@ -21,13 +22,22 @@ export interface OpenSinkOptions {
   crawlId?: string;
   /** the warcinfo record's `software` (WARC output) */
   software?: string;
+  /** this run of the crawl (its registration time): WARC output archives a URL once per run */
+  run?: string;
 }
 
-/** A crawl's sinks: its items', and its WARC output when it has one. */
+/** A crawl's sinks: its items', its WARC output when it has one, its pages store when its spider recrawls. */
 export interface CrawlSinks {
   items: ItemSink;
   archive?: WarcSink;
+  pages?: PageStore;
   close(): Promise<void>;
+}
+
+/** Where a crawl's page records go: beside its item file, or in its MongoDB database. */
+export function pagesLocation(spec: SinkSpec, options: Pick<OpenSinkOptions, 'mongoUrl' | 'mongoCredentials'>): PagesLocation {
+  if (spec.kind !== 'mongo') return { kind: 'file', path: pagesFilePath(spec.path) };
+  return { kind: 'mongo', url: mongoUrlForSink(spec, { mongoUrl: options.mongoUrl, mongoCredentials: options.mongoCredentials ?? envMongoCredentials() }) };
 }
 
 /** The index of a file sink: in the crawl's Redis slot. */
@@ -48,6 +58,7 @@ export async function openSink(spec: SinkSpec, spider: Spider, options: OpenSink
     case 'mongo':
       return MongoSink.open(mongoUrlForSink(spec, { mongoUrl: options.mongoUrl, mongoCredentials: options.mongoCredentials ?? envMongoCredentials() }), spider, {
         ...(options.log ? { log: options.log } : {}),
+        ...(options.run ? { run: options.run } : {}),
         ...(options.batch ? { batch: options.batch } : {}),
       });
   }
@@ -56,7 +67,13 @@ export async function openSink(spec: SinkSpec, spider: Spider, options: OpenSink
 /** Opens the items' sink a crawl names, and its WARC output beside it. */
 export async function openCrawlSinks(spec: SinkSpec, spider: Spider, options: OpenSinkOptions): Promise<CrawlSinks> {
   const items = await openSink(spec, spider, options);
-  if (!spec.warc) return { items, close: () => items.close() };
+  const pages = spider.recrawl && options.crawlId ? openPageStore(pagesLocation(spec, options), options.crawlId, options.batch) : undefined;
+  const withPages = (sinks: Omit<CrawlSinks, 'close'>): CrawlSinks => ({
+    ...sinks,
+    ...(pages ? { pages } : {}),
+    close: async () => void (await Promise.all([sinks.items.close(), sinks.archive?.close(), pages?.close()])),
+  });
+  if (!spec.warc) return withPages({ items });
   try {
     const { redis, keys, crawlId } = options;
     if (!redis || !keys || !crawlId) throw new Error("WARC output needs the writer's Redis, its keys and the crawl id (OpenSinkOptions redis, keys, crawlId)");
@@ -66,8 +83,10 @@ export async function openCrawlSinks(spec: SinkSpec, spider: Spider, options: Op
       digests: new RedisCaptureDigests(redis, index.digests),
       software: options.software ?? 'crawlfleet',
       ...(options.batch ? { batch: options.batch } : {}),
+      ...(options.log ? { log: options.log } : {}),
+      ...(options.run ? { run: options.run } : {}),
     });
-    return { items, archive, close: async () => void (await Promise.all([items.close(), archive.close()])) };
+    return withPages({ items, archive });
   } catch (err) {
     await items.close().catch(() => undefined);
     throw err;

@@ -10,6 +10,7 @@ import type { exportCommand } from './commands/export.js';
 import type { gcCommand } from './commands/gc.js';
 import type { initCommand } from './commands/init.js';
 import type { monitorCommand } from './commands/monitor.js';
+import type { recrawlCommand } from './commands/recrawl.js';
 import type { seedCommand } from './commands/seed.js';
 import type { shellCommand } from './commands/shell.js';
 import type { statusCommand } from './commands/status.js';
@@ -81,6 +82,15 @@ program
   .option('--sitemap <url...>', 'seed from a sitemap, a sitemap index (gzip or not), or a robots.txt listing sitemaps')
   .addOption(redisOption())
   .action(run(async (spider: string, urls: string[], opts: Parameters<typeof seedCommand>[2]) => (await import('./commands/seed.js')).seedCommand(spider, urls, opts)));
+
+program
+  .command('recrawl')
+  .description('start an ended crawl\'s next run: its known URLs fetched again, each only if it changed (a spider with "recrawl"); prints the crawl id')
+  .addOption(crawlIdOption().makeOptionMandatory())
+  .option('--due', 'only the URLs whose recrawl interval has passed (or that --sitemap says changed)')
+  .option('--sitemap <url...>', 'sitemaps whose <lastmod> says which URLs changed since their last visit')
+  .addOption(redisOption())
+  .action(run(async (opts: Parameters<typeof recrawlCommand>[0]) => (await import('./commands/recrawl.js')).recrawlCommand(opts)));
 
 program
   .command('worker')

@@ -1,6 +1,6 @@
-import { RetryableError, errorMessage, jobId, type FetchJob } from '@crawlfleet/core';
-import { admitAndEnqueue, crawlTake, partKeysOfUrl } from '@crawlfleet/crawl';
-import { UserAgentRotation, captureOf, encodeBody, flatHeaders, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
+import { RetryableError, errorMessage, jobId, type FetchJob, type PageRecord } from '@crawlfleet/core';
+import { admitAndEnqueue, bodyHash, conditionalHeaders, crawlTake, pageRecordAfter, partKeysOfUrl } from '@crawlfleet/crawl';
+import { UserAgentRotation, captureOf, encodeBody, headerValue, flatHeaders, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, scopeVerdict } from '@crawlfleet/frontier';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, proxyProbe, type ProxyEntry } from '@crawlfleet/politeness';
 import { DeferError, GiveUpError, CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
@@ -42,7 +42,13 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       await registered;
       const { spider } = crawl;
       // A code spider's request hook may run more than once for one URL (waits, retries): it should only compute.
-      const request = await runRequestHook(spiderModule, data.url, { crawlId: data.crawlId, spider, depth: data.depth, meta: data.meta ?? {} });
+      const hooked = await runRequestHook(spiderModule, data.url, { crawlId: data.crawlId, spider, depth: data.depth, meta: data.meta ?? {} });
+      // A recrawl asks for the page only if it changed since the last visit.
+      const conditional = conditionalHeaders(data.known);
+      const request =
+        Object.keys(conditional).length > 0
+          ? { method: hooked?.method ?? ('GET' as const), ...(hooked?.body !== undefined ? { body: hooked.body } : {}), headers: { ...hooked?.headers, ...conditional } }
+          : hooked;
       const outcome = await polite.fetch({
         url: data.url,
         spider,
@@ -75,22 +81,34 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         }
       }
       const { page, verdict, proxy } = outcome;
-      const fetchedAt = new Date().toISOString();
+      const visitedAt = new Date();
+      const fetchedAt = visitedAt.toISOString();
       ctx.metrics.response(page.status, page.elapsedMs / 1000, page.body.length);
-      // A crawl with WARC output: a page that is not parsed goes straight to the writers to be archived.
+      // What goes to the writers besides items: the exchange (WARC output), the URL's record (recrawl).
       const capture = captureOf(page, fetchedAt);
-      const archive = capture
-        ? {
-            handOver: {
-              stage: 'write' as const,
-              id: jobId('write', fingerprint),
-              data: { crawlId: data.crawlId, url: data.url, items: [], capture },
-              opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' as const } },
-            },
-          }
-        : {};
-      // What this fetch learnt of the host goes back to the frontier with the job's finish.
+      const toWriters = (page?: PageRecord) =>
+        capture || page
+          ? {
+              handOver: {
+                stage: 'write' as const,
+                id: jobId('write', fingerprint),
+                data: { crawlId: data.crawlId, url: data.url, items: [], ...(capture ? { capture } : {}), ...(page ? { page } : {}) },
+                opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' as const } },
+              },
+            }
+          : {};
+      // A page that is not parsed goes straight to the writers to be archived.
+      const archive = toWriters();
+      const { recrawl } = spider;
+      const visit = (status: number, hash?: string) =>
+        pageRecordAfter(
+          { url: data.url, depth: data.depth, status, etag: headerValue(page.headers, 'etag'), lastModified: headerValue(page.headers, 'last-modified'), hash, at: visitedAt, lastmod: data.lastmod },
+          data.known,
+          recrawl!,
+        );
       const fetched = { counters: { fetched: 1 }, url: { fingerprint, state: 'd' }, host: outcome.host };
+      // A recrawl's 304: the page is as it was; its record is refreshed, and it is not parsed again.
+      if (recrawl && data.known && page.status === 304) return { ...fetched, counters: { fetched: 1, notModified: 1 }, ...toWriters(visit(304).record) };
       if (verdict.kind === 'blocked') {
         await ctx.redis.hincrby(partKeysOfUrl(ctx.keys, crawl, data.url).counters, 'blocked', 1);
         ctx.metrics.count({ blocked: 1 });
@@ -121,6 +139,9 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         throw new RetryableError('ERR_HTTP_STATUS', verdict.reason, { url: data.url }, { retryAfterMs: outcome.retryAfterMs });
       }
       if (verdict.kind !== 'ok') throw new GiveUpError('ERR_HTTP_STATUS', verdict.reason, { ...fetched, ...archive }, { url: data.url, status: page.status });
+      const visited = recrawl ? visit(page.status, bodyHash(page.body)) : undefined;
+      // The same body as at the last visit: its items are those stored already.
+      if (visited?.outcome === 'unchanged') return { ...fetched, counters: { fetched: 1, unchanged: 1 }, ...toWriters(visited.record) };
       if (isParseable(page.contentType, page.body)) {
         // The parse job: made pending by this job's finish, then added (the harness).
         return {
@@ -138,6 +159,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
               fetchedAt,
               body: encodeBody(page.body),
               ...(capture ? { capture } : {}),
+              ...(visited ? { page: visited.record } : {}),
               // only a code spider's parse hook reads them; never Set-Cookie and other credentials (Bull Board shows jobs)
               ...(spiderModule ? { headers: flatHeaders(page.headers) } : {}),
               ...(data.meta ? { meta: data.meta } : {}),
@@ -146,7 +168,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
           },
         };
       }
-      return { ...fetched, ...archive };
+      return { ...fetched, ...toWriters(visited?.record) };
     },
   });
   const stopWatching = watchBackpressure(worker, ctx.queues.parse, ctx.env.parseHighWater, ctx.log);

@@ -51,12 +51,13 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       // A crawl with WARC output archives every page, with its outlinks, whether it has items or not.
       const capture = data.capture ? { ...data.capture, outlinks: links.map((l) => l.url) } : undefined;
       // The write job: made pending by this job's finish, then added (the harness).
+      // So does a crawl that keeps page records (recrawl): the URL's record goes to the pages store.
       const handOver =
-        page.items.length > 0 || capture
+        page.items.length > 0 || capture || data.page
           ? {
               stage: 'write' as const,
               id: jobId('write', fingerprint),
-              data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items, ...(capture ? { capture } : {}) },
+              data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items, ...(capture ? { capture } : {}), ...(data.page ? { page: data.page } : {}) },
               opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' as const } },
             }
           : undefined;

@@ -20,6 +20,11 @@ export interface SeedOptions {
   urlsFile?: string;
   /** sitemaps (or robots.txt files listing them) to seed from, beyond the spider's sitemapUrls */
   sitemaps?: string[];
+  /**
+   * a recrawl: the known URLs, with what their last visit learnt, in place of the spider's start URLs
+   * and sitemaps (which are among them)
+   */
+  known?: Candidate[];
 }
 
 export interface SeedResult {
@@ -74,7 +79,7 @@ const SEED_BATCH = 10_000;
 const SEED_PROGRESS_EVERY = 100_000;
 
 /** The items of a stream, `size` at a time, each made into what the caller needs. */
-async function* batchesOf<T, U>(source: AsyncIterable<T>, size: number, map: (item: T) => U): AsyncGenerator<U[]> {
+async function* batchesOf<T, U>(source: AsyncIterable<T> | Iterable<T>, size: number, map: (item: T) => U): AsyncGenerator<U[]> {
   let batch: U[] = [];
   for await (const item of source) {
     batch.push(map(item));
@@ -97,10 +102,12 @@ async function* batchesOf<T, U>(source: AsyncIterable<T>, size: number, map: (it
  */
 export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promise<SeedResult> {
   const { spider } = options;
-  const urls = [...spider.startUrls.map((u, i) => canonicalSeed(u, `startUrls[${i}]`)), ...(options.urls ?? []).map((u) => canonicalSeed(u, 'URL argument'))];
+  const known = options.known ?? [];
+  const recrawl = options.known !== undefined;
+  const urls = [...(recrawl ? [] : spider.startUrls.map((u, i) => canonicalSeed(u, `startUrls[${i}]`))), ...(options.urls ?? []).map((u) => canonicalSeed(u, 'URL argument'))];
   const inFile = options.urlsFile ? await checkUrlsFile(options.urlsFile) : 0;
-  const sitemaps = [...(spider.sitemapUrls ?? []), ...(options.sitemaps ?? []).map((u) => canonicalSeed(u, '--sitemap'))];
-  if (urls.length === 0 && inFile === 0 && sitemaps.length === 0) throw new ConfigError(`spider "${spider.name}" has no startUrls and no URLs were given`);
+  const sitemaps = recrawl ? [] : [...(spider.sitemapUrls ?? []), ...(options.sitemaps ?? []).map((u) => canonicalSeed(u, '--sitemap'))];
+  if (urls.length === 0 && inFile === 0 && sitemaps.length === 0 && known.length === 0) throw new ConfigError(`spider "${spider.name}" has no startUrls and no URLs were given`);
   const walk = newSitemapWalkStats();
   const fromSitemaps = batchesOf(sitemapCandidates(ctx, spider, sitemaps, walk), SEED_BATCH, (c) => c);
   const first = await fromSitemaps.next();
@@ -124,6 +131,12 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
   const admitted = await whileInjecting(ctx.redis, ctx.keys, layout, `seed:${randomUUID()}`, async () => {
     try {
       let seen = (await admit([...seeds(urls), ...(first.done ? [] : first.value)])).seen;
+      if (known.length > 0)
+        seen += await admitStream(
+          batchesOf(known, SEED_BATCH, (c) => c),
+          'the known URLs',
+          () => ({ of: known.length }),
+        );
       seen += await admitStream(fromSitemaps, 'sitemaps', () => ({ files: walk.files }));
       if (options.urlsFile) seen += await admitStream(batchesOf(urlsOfFile(options.urlsFile), SEED_BATCH, seedCandidate), 'the URLs file', () => ({ of: inFile }));
       return seen;
@@ -166,6 +179,19 @@ async function admitInBatches(
 
 function seedCandidate(url: string): Candidate {
   return { url, depth: 0, verdict: 'admit' };
+}
+
+/** Each page URL the sitemaps list with a `<lastmod>`, and that date (a recrawl's `--due` reads them). */
+export async function sitemapLastmods(ctx: FleetContext, spider: Spider, sitemaps: string[]): Promise<Map<string, string>> {
+  const lastmods = new Map<string, string>();
+  for await (const c of sitemapCandidates(
+    ctx,
+    spider,
+    sitemaps.map((u) => canonicalSeed(u, '--sitemap')),
+    newSitemapWalkStats(),
+  ))
+    if (c.lastmod) lastmods.set(c.url, c.lastmod);
+  return lastmods;
 }
 
 /**

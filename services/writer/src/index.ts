@@ -44,14 +44,15 @@ class SinkPool {
   ) {}
 
   get(crawl: CrawlRecord): Promise<CrawlSinks> {
-    const key = `${crawl.version}:${JSON.stringify(crawl.sink)}`;
+    // a new run (a recrawl, or a reset and a new seed) opens its sinks again: WARC output archives per run
+    const key = `${crawl.version}:${crawl.startedAt}:${JSON.stringify(crawl.sink)}`;
     let entry = this.open.get(crawl.crawlId);
     if (entry && entry.key !== key) {
       void this.close(crawl.crawlId);
       entry = undefined;
     }
     if (!entry) {
-      const opened: PoolEntry = { key, sink: openCrawlSinks(crawl.sink, crawl.spider, { ...this.options, crawlId: crawl.crawlId }) };
+      const opened: PoolEntry = { key, sink: openCrawlSinks(crawl.sink, crawl.spider, { ...this.options, crawlId: crawl.crawlId, run: crawl.startedAt }) };
       opened.sink.catch(() => {
         const forget = setTimeout(() => {
           if (this.open.get(crawl.crawlId) === opened) this.open.delete(crawl.crawlId);
@@ -113,14 +114,18 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
     stage: 'write',
     concurrency: options.concurrency,
     defaultAttempts: ctx.env.writeAttempts,
-    handler: async ({ data, crawl, deferrals }) => {
+    handler: async ({ data, crawl, deferrals, fingerprint }) => {
       const label = sinkLabel(crawl.sink, ctx.env.mongoUrl);
       let archived = 0;
       try {
         const sink = await sinks.get(crawl);
         // A capture whose crawl has no archive (it was seeded again without --warc) is not archived.
         const archive = data.capture && sink.archive;
-        await Promise.all([data.items.length > 0 ? sink.items.write(data.items) : undefined, archive ? archive.write(exchangeOf(data.capture!)) : undefined]);
+        await Promise.all([
+          data.items.length > 0 ? sink.items.write(data.items) : undefined,
+          archive ? archive.write(exchangeOf(data.capture!)) : undefined,
+          data.page && sink.pages ? sink.pages.write([data.page]) : undefined,
+        ]);
         if (archive) archived = 1;
       } catch (err) {
         // The store refused some of this page's items: the job goes to the dead-letter set with the
@@ -136,7 +141,10 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
         throw err;
       }
       outages.available(label);
-      return { counters: { written: data.items.length, ...(archived ? { archived } : {}) } };
+      // A write that only archives or records the page (a 404's answer, a page without items) leaves
+      // the URL where its fetch or parse left it: a dead-lettered fetch stays replayable as before.
+      const stays = data.items.length === 0 ? { url: { fingerprint, state: 'd' } } : {};
+      return { counters: { written: data.items.length, ...(archived ? { archived } : {}) }, ...stays };
     },
   });
   return runningStage('write', worker, async () => {

@@ -218,6 +218,23 @@ export const limitsSchema = z.strictObject({
   maxSitemapUrls: z.int().min(1).default(DEFAULT_MAX_SITEMAP_URLS),
 });
 
+/**
+ * Recrawls (an extension of the contract): with this set, the writers keep each fetched URL's record
+ * (validators, body hash, when it changed, when it is due) in the sink's pages store, and `recrawl`
+ * fetches the known URLs again with conditional requests. A URL's interval halves when it changed
+ * and doubles when it did not, within the bounds.
+ */
+export const recrawlSchema = z
+  .strictObject({
+    intervalHours: z.number().positive().default(24),
+    minIntervalHours: z.number().positive().default(1),
+    maxIntervalHours: z
+      .number()
+      .positive()
+      .default(30 * 24),
+  })
+  .refine((r) => r.minIntervalHours <= r.intervalHours && r.intervalHours <= r.maxIntervalHours, { message: 'minIntervalHours <= intervalHours <= maxIntervalHours' });
+
 export const spiderSchema = z
   .strictObject({
     $schema: z.string().optional().meta({ description: 'the JSON Schema this file follows (for editors); ignored by crawlfleet' }),
@@ -251,6 +268,7 @@ export const spiderSchema = z
     userAgents: z.array(z.string().min(1)).optional(),
     sitemapUrls: z.array(httpUrl).optional(),
     limits: limitsSchema.prefault({}),
+    recrawl: recrawlSchema.optional(),
   })
   .superRefine((spider, ctx) => {
     for (const issue of itemKeyConflicts(spider.items, spider.itemKeys)) ctx.addIssue({ code: 'custom', ...issue });

@@ -57,8 +57,10 @@ export async function scanWarc(path: string, from: number, to: number): Promise<
         length: parser.recordLength,
       });
     }
-  } catch {
-    // a torn member ends the parse; what was read before it stands
+  } catch (err) {
+    // A torn member ends the parse, and what was read before it stands; a failing disk is no
+    // torn record, and must not cut what follows.
+    if (typeof (err as { code?: unknown }).code === 'string' && /^E[A-Z]+$/.test((err as { code: string }).code)) throw err;
   }
   // The parser reads a torn last member as far as it goes: only a whole gzip member counts.
   const last = records.at(-1);

@@ -1,12 +1,12 @@
 import { access, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { WarcOutput } from '@crawlfleet/core';
+import type { Logger, WarcOutput } from '@crawlfleet/core';
 import { AppendFile, type SinkIO } from '../append-file.js';
 import { Batcher, type BatcherOptions } from '../batcher.js';
 import { FileLock } from '../file-lock.js';
 import { identityDigest, type IdentityIndex, type IndexState } from '../identity-index.js';
 import { SinkBusyError } from '../sink.js';
-import { type EarlierCapture, type Exchange, exchangeRecords, payloadDigest, serializeRecord, warcinfoRecord } from './records.js';
+import { type EarlierCapture, type Exchange, exchangeRecords, isNotModified, payloadDigest, serializeRecord, warcinfoRecord } from './records.js';
 import { type ScannedRecord, scanWarc, writeCdxj } from './scan.js';
 
 /** Payload digests of the captures archived so far, for revisit records (Keys.warcIndex's `digests`). */
@@ -18,6 +18,11 @@ export interface CaptureDigests {
 }
 
 export interface WarcSinkOptions {
+  /**
+   * this run of the crawl (its registration time, ISO 8601): a URL is archived once per run, and a
+   * recrawl's run archives it again (a revisit when its payload is one archived before)
+   */
+  run?: string;
   /** the target URIs archived, and the state of the file being written (RedisIdentityIndex in the fleet) */
   index: IdentityIndex;
   digests: CaptureDigests;
@@ -27,10 +32,11 @@ export interface WarcSinkOptions {
   staleLockMs?: number;
   busyWaitMs?: number;
   io?: SinkIO;
+  log?: Logger;
 }
 
-/** A record's identity in the index: one response (or revisit) per target URI. */
-export const warcIdentity = (uri: string) => identityDigest(`warc\n${uri}`);
+/** A record's identity in the index: one response (or revisit) per target URI and run. */
+export const warcIdentity = (uri: string, run = '') => identityDigest(`warc\n${run}\n${uri}`);
 
 const ARCHIVED = new Set(['response', 'revisit']);
 
@@ -82,12 +88,20 @@ export class WarcSink {
     return this.file?.path;
   }
 
+  /**
+   * Drains, writes the CDXJ of the file being written, and lets the directory go. A CDXJ that cannot
+   * be written (a full disk) is logged, not thrown: the next open or rollover writes it.
+   */
   async close(): Promise<void> {
-    await this.batcher.drain();
-    if (this.file && (await this.lock.holds())) await writeCdxj(this.file.path, this.file.end);
-    await this.file?.close();
-    this.file = undefined;
-    await this.lock.release();
+    try {
+      await this.batcher.drain();
+      if (this.file && (await this.lock.holds())) await writeCdxj(this.file.path, this.file.end);
+    } catch (err) {
+      this.options.log?.warn({ dir: this.output.dir, err: (err as Error).message }, 'WARC output: could not write the CDXJ index on close');
+    } finally {
+      await this.dropFile();
+      await this.lock.release().catch(() => undefined);
+    }
   }
 
   private fileName(sequence: number): string {
@@ -132,6 +146,7 @@ export class WarcSink {
    * crash just after its rollover) gets it.
    */
   private async recover(): Promise<void> {
+    await this.dropFile();
     const sequences = await this.sequences();
     this.sequence = sequences.at(-1) ?? 1;
     const path = this.fileName(this.sequence);
@@ -142,8 +157,12 @@ export class WarcSink {
     const earlierFiles = sequences.slice(0, -1).map((n) => this.fileName(n));
     let from: number;
     if (recorded?.path === path && recorded.offset <= size && (await file.hasTailAt(recorded.offset, recorded.tail))) from = recorded.offset;
-    else if (recorded && earlierFiles.includes(recorded.path)) from = 0;
-    else {
+    else if (recorded && recorded.path === earlierFiles.at(-1) && (await this.describes(recorded))) {
+      // A rollover whose new file was not recorded yet (or whose record Redis lost, with the last
+      // records of the file before): the file before is indexed from the state on, this one whole.
+      await this.indexScanned((await scanWarc(recorded.path, recorded.offset, Number.MAX_SAFE_INTEGER)).records);
+      from = 0;
+    } else {
       from = 0;
       await this.options.index.clear();
       await this.options.digests.clear();
@@ -166,10 +185,27 @@ export class WarcSink {
     }
   }
 
+  /** Whether a closed file's bytes before the state's offset are those the state recorded. */
+  private async describes(state: IndexState): Promise<boolean> {
+    const file = await AppendFile.open(state.path, this.options.io);
+    try {
+      return state.offset <= (await file.size()) && (await file.hasTailAt(state.offset, state.tail));
+    } finally {
+      await file.close();
+    }
+  }
+
+  /** The records found in a file: their payloads for revisits, and their URIs when of this run (dated from its start). */
   private async indexScanned(records: ScannedRecord[]): Promise<void> {
     const archived = records.filter((r) => ARCHIVED.has(r.type) && r.uri);
     await this.options.digests.remember(archived.filter((r) => r.type === 'response' && r.payloadDigest && r.date).map((r) => ({ digest: r.payloadDigest!, capture: { uri: r.uri!, date: r.date! } })));
-    await this.options.index.record(archived.map((r) => warcIdentity(r.uri!)));
+    const run = this.options.run;
+    const ofThisRun = run ? archived.filter((r) => r.date !== undefined && Date.parse(r.date) >= Date.parse(run)) : archived;
+    await this.options.index.record(ofThisRun.map((r) => this.identity(r.uri!)));
+  }
+
+  private identity(uri: string): Buffer {
+    return warcIdentity(uri, this.options.run);
   }
 
   private indexDescribesFile(state: IndexState | undefined): boolean {
@@ -184,7 +220,7 @@ export class WarcSink {
     const byUri = new Map<string, Exchange>();
     for (const exchange of exchanges) if (!byUri.has(exchange.targetUri)) byUri.set(exchange.targetUri, exchange);
     const entries = [...byUri.values()];
-    const identities = entries.map((e) => warcIdentity(e.targetUri));
+    const identities = entries.map((e) => this.identity(e.targetUri));
     let found = await this.options.index.lookup(identities);
     if (!this.indexDescribesFile(found.state)) {
       // the index changed under us (Redis lost its data, or the crawl was reset): rebuild it from the files
@@ -200,8 +236,10 @@ export class WarcSink {
     const members: Buffer[] = [];
     for (const [i, exchange] of fresh.entries()) {
       const digest = digests[i]!;
-      const earlier = known[i] ?? firsts.get(digest);
-      if (!earlier) firsts.set(digest, { uri: exchange.targetUri, date: exchange.date });
+      // a 304 has no payload of its own: it refers to its URI's earlier capture
+      const notModified = isNotModified(exchange);
+      const earlier = notModified ? undefined : (known[i] ?? firsts.get(digest));
+      if (!earlier && !notModified) firsts.set(digest, { uri: exchange.targetUri, date: exchange.date });
       for (const record of exchangeRecords(exchange, digest, earlier)) members.push(await serializeRecord(record));
     }
     const bytes = Buffer.concat(members);
@@ -209,7 +247,7 @@ export class WarcSink {
     await file.append(bytes);
     await this.options.digests.remember([...firsts].map(([digest, capture]) => ({ digest, capture })));
     await this.options.index.record(
-      fresh.map((e) => warcIdentity(e.targetUri)),
+      fresh.map((e) => this.identity(e.targetUri)),
       file.stateAt(),
     );
     this.indexedTo = file.end;
