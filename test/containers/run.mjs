@@ -184,7 +184,11 @@ async function promValue(query) {
   return result.length === 1 ? Number(result[0].value[1]) : undefined;
 }
 for (const [counter, value] of Object.entries(done.counters)) {
-  await waitFor(`Prometheus's ${counter} total to equal status (${value})`, async () => (await promValue(`crawlfleet_crawl_${counter}_total{crawl="${CRAWL_ID}"}`)) === value, 60_000);
+  await waitFor(
+    `Prometheus's ${counter} total to equal status (${value})`,
+    async () => (await promValue(`crawlfleet_crawl_${counter.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_total{crawl="${CRAWL_ID}"}`)) === value,
+    60_000,
+  );
 }
 check(true, `Prometheus's crawl totals equal status's ${Object.keys(done.counters).length} counters`);
 

@@ -4,6 +4,11 @@ import type { Keys, Queues, Stage, RedisClient } from '@crawlfleet/core';
 import { COUNTER_METRICS } from './metrics.js';
 import { COUNTER_NAMES, frontierBacklog, getStatus, listCrawlIds, readyFrontierHosts, type CrawlStatus } from '@crawlfleet/crawl';
 
+/** A crawl counter's metric: `crawlfleet_crawl_<counter>_total`, the counter in snake case (notModified: not_modified). */
+export function crawlCounterMetric(counter: string): string {
+  return `crawlfleet_crawl_${counter.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_total`;
+}
+
 /** What registerQueueGauges reads of the running crawls' frontiers: every URL waiting, and the hosts ready now. */
 export interface FrontierReaders {
   backlog: () => Promise<number>;
@@ -103,7 +108,7 @@ export function registerCrawlGauges(registry: Registry, redis: RedisClient, keys
   for (const counter of COUNTER_NAMES) {
     storedTotals(
       registry,
-      `crawlfleet_crawl_${counter}_total`,
+      crawlCounterMetric(counter),
       `a crawl's ${counter} counter, as \`status\` shows it: ${COUNTER_METRICS[counter].help.replace(/ \(.*\)$/, '')} (running and paused crawls, and for METRICS_FINISHED_SECONDS after a crawl finished)`,
       ['crawl', 'spider'],
       async (add) => {
