@@ -23,6 +23,9 @@ export { MAX_OUTAGE_WAIT_MS, SinkOutages, outageWaitMs, sinkLabel } from './outa
  */
 const FAILED_OPEN_REUSE_MS = 5_000;
 
+/** A write job still waiting for a store after this long is logged, with the store it waits for. */
+const SLOW_WRITE_MS = 60_000;
+
 export interface WriterOptions {
   concurrency: number;
   /** a crawl's sink closes after this long without items */
@@ -116,16 +119,26 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
     defaultAttempts: ctx.env.writeAttempts,
     handler: async ({ data, crawl, deferrals, fingerprint }) => {
       const label = sinkLabel(crawl.sink, ctx.env.mongoUrl);
+      // A store that never answers holds the job's slot: say which, once a minute has passed.
+      const watched = <T>(what: string, step: Promise<T>): Promise<T> => {
+        const timer = setTimeout(() => ctx.log.warn({ crawlId: data.crawlId, url: data.url, waitingFor: what, afterMs: SLOW_WRITE_MS }, 'a write job is still waiting'), SLOW_WRITE_MS);
+        timer.unref();
+        return step.finally(() => clearTimeout(timer));
+      };
       let archived = 0;
       try {
-        const sink = await sinks.get(crawl);
+        const sink = await watched('its sinks to open', sinks.get(crawl));
         // A capture whose crawl has no archive (it was seeded again without --warc) is not archived.
         const archive = data.capture && sink.archive;
-        await Promise.all([
-          data.items.length > 0 ? sink.items.write(data.items) : undefined,
-          archive ? archive.write(exchangeOf(data.capture!)) : undefined,
-          data.page && sink.pages ? sink.pages.write([data.page]) : undefined,
+        // Every store's write settles before the job decides: a job parked because the WARC output is
+        // busy (another writer holds it) leaves no write of its items still running behind it.
+        const settled = await Promise.allSettled([
+          data.items.length > 0 ? watched('the item store', sink.items.write(data.items)) : undefined,
+          archive ? watched('the WARC output', archive.write(exchangeOf(data.capture!))) : undefined,
+          data.page && sink.pages ? watched('the pages store', sink.pages.write([data.page])) : undefined,
         ]);
+        const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        if (failed) throw failed.reason;
         if (archive) archived = 1;
       } catch (err) {
         // The store refused some of this page's items: the job goes to the dead-letter set with the
