@@ -179,4 +179,18 @@ describe('WARC output (--warc)', () => {
       await dropPrefix(prefix);
     }
   });
+
+  test('a rollover size too small to be one is refused at start, exit 2, naming the option; nothing is registered', async () => {
+    const prefix = uniquePrefix('warc-bad');
+    const dir = tempDir('warc-bad');
+    try {
+      const spider = writeJson(dir, 's.json', { name: 's', startUrls: ['http://127.0.0.1:9/'], allowPrivateAddresses: true });
+      const run = await runCli(['seed', spider, '--crawl-id', 'bad', '--warc', join(dir, 'warc'), '--warc-rollover', '5'], { env: testEnv(prefix) });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain('--warc-rollover: 5 is not a size in bytes of at least 1000000');
+      expect(JSON.parse((await runCli(['status', '--json'], { env: testEnv(prefix) })).stdout)).toEqual([]);
+    } finally {
+      await dropPrefix(prefix);
+    }
+  });
 });

@@ -1,4 +1,3 @@
-import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync } from 'node:zlib';
 import * as zlib from 'node:zlib';
 import { NonRetryableError, RetryableError } from '@crawlfleet/core';
 
@@ -22,12 +21,12 @@ function decodeOne(body: Buffer, coding: string, maxBytes: number): Buffer | und
   switch (coding) {
     case 'gzip':
     case 'x-gzip':
-      return gunzipSync(body, { ...limit, finishFlush: zlib.constants.Z_SYNC_FLUSH });
+      return zlib.gunzipSync(body, { ...limit, finishFlush: zlib.constants.Z_SYNC_FLUSH });
     case 'deflate':
       // "deflate" is meant to be zlib-wrapped, and some servers send it raw: the first byte tells.
-      return body.length > 0 && (body[0]! & 0x0f) === 8 ? inflateSync(body, limit) : inflateRawSync(body, limit);
+      return body.length > 0 && (body[0]! & 0x0f) === 8 ? zlib.inflateSync(body, limit) : zlib.inflateRawSync(body, limit);
     case 'br':
-      return brotliDecompressSync(body, limit);
+      return zlib.brotliDecompressSync(body, limit);
     case 'zstd':
       return zstdDecompressSync ? zstdDecompressSync(body, limit) : undefined;
     default:

@@ -7,6 +7,7 @@ import {
   StaleRunError,
   errorMessage,
   fingerprintOfJob,
+  jobId,
   retryDelay,
   validateJob,
   type JobByStage,
@@ -37,6 +38,11 @@ export interface HandOver {
   id: string;
   data: JobByStage['parse'] | JobByStage['write'];
   opts: JobsOptions;
+}
+
+/** The write job of a URL (its items, its capture, its page record), as a fetch or parse job hands it over. */
+export function writeHandOver(ctx: FleetContext, fingerprint: string, data: JobByStage['write']): HandOver {
+  return { stage: 'write', id: jobId('write', fingerprint), data, opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' } } };
 }
 
 /**

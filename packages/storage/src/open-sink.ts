@@ -1,4 +1,4 @@
-import { itemKeyFields, type Keys, mongoUrlForSink, parseMongoCredentials, readListValue, type Logger, type SinkSpec, type Spider } from '@crawlfleet/core';
+import { itemKeyFields, type Keys, type MongoSinkSpec, mongoUrlForSink, parseMongoCredentials, readListValue, type Logger, type SinkSpec, type Spider } from '@crawlfleet/core';
 import { FileSink } from './file-sink.js';
 import { RedisIdentityIndex, type IndexRedis } from './identity-index.js';
 import { csvColumns, csvFormat, jsonlFormat } from './formats.js';
@@ -36,8 +36,12 @@ export interface CrawlSinks {
 
 /** Where a crawl's page records go: beside its item file, or in its MongoDB database. */
 export function pagesLocation(spec: SinkSpec, options: Pick<OpenSinkOptions, 'mongoUrl' | 'mongoCredentials'>): PagesLocation {
-  if (spec.kind !== 'mongo') return { kind: 'file', path: pagesFilePath(spec.path) };
-  return { kind: 'mongo', url: mongoUrlForSink(spec, { mongoUrl: options.mongoUrl, mongoCredentials: options.mongoCredentials ?? envMongoCredentials() }) };
+  return spec.kind === 'mongo' ? { kind: 'mongo', url: mongoUrlOf(spec, options) } : { kind: 'file', path: pagesFilePath(spec.path) };
+}
+
+/** The URL this process opens for a MongoDB sink, with its own credentials for that server. */
+function mongoUrlOf(spec: MongoSinkSpec, options: Pick<OpenSinkOptions, 'mongoUrl' | 'mongoCredentials'>): string {
+  return mongoUrlForSink(spec, { mongoUrl: options.mongoUrl, mongoCredentials: options.mongoCredentials ?? envMongoCredentials() });
 }
 
 /** The index of a file sink: in the crawl's Redis slot. */
@@ -56,9 +60,8 @@ export async function openSink(spec: SinkSpec, spider: Spider, options: OpenSink
     case 'csv':
       return FileSink.open(spec.path, csvFormat(csvColumns(spider.items.flatMap((r) => Object.keys(r.fields)))), keyFields, { index: fileIndex(options), batch: options.batch });
     case 'mongo':
-      return MongoSink.open(mongoUrlForSink(spec, { mongoUrl: options.mongoUrl, mongoCredentials: options.mongoCredentials ?? envMongoCredentials() }), spider, {
+      return MongoSink.open(mongoUrlOf(spec, options), spider, {
         ...(options.log ? { log: options.log } : {}),
-        ...(options.run ? { run: options.run } : {}),
         ...(options.batch ? { batch: options.batch } : {}),
       });
   }

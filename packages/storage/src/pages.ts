@@ -23,61 +23,45 @@ export function pagesFilePath(itemsPath: string): string {
 }
 
 /**
+ * A store whose records go in batches (one write per batch), each caller's promise settling with
+ * the batch that holds its records.
+ */
+function batchedStore(flush: (records: PageRecord[]) => Promise<void>, batch: BatcherOptions): PageStore {
+  const batcher = new Batcher<PageRecord>(flush, batch);
+  return { write: (records) => batcher.add(records), close: () => batcher.drain() };
+}
+
+/**
  * A file sink's pages: JSON lines appended, one write per batch (the newest line of a URL wins when
  * read). Appends need no lock: each batch is one `write` of a file opened O_APPEND, and a line torn by
  * a crash does not parse and is skipped.
  */
-class FilePageStore implements PageStore {
-  private readonly batcher: Batcher<PageRecord>;
-  constructor(
-    private readonly path: string,
-    batch: BatcherOptions,
-  ) {
-    this.batcher = new Batcher(async (records) => {
-      await mkdir(dirname(this.path), { recursive: true });
-      await appendFile(this.path, records.map((r) => `${JSON.stringify(r)}\n`).join(''), { flag: 'a' });
-    }, batch);
-  }
-  write(records: PageRecord[]): Promise<void> {
-    return this.batcher.add(records);
-  }
-  close(): Promise<void> {
-    return this.batcher.drain();
-  }
+function filePageStore(path: string, batch: BatcherOptions): PageStore {
+  return batchedStore(async (records) => {
+    await mkdir(dirname(path), { recursive: true });
+    await appendFile(path, records.map((r) => `${JSON.stringify(r)}\n`).join(''), { flag: 'a' });
+  }, batch);
 }
 
 /** The `pages` collection of the sink's database: `_id` is the crawl id and the URL. */
 const PAGES_COLLECTION = 'pages';
 const pageId = (crawlId: string, url: string) => `${crawlId} ${url}`;
 
-class MongoPageStore implements PageStore {
-  private readonly batcher: Batcher<PageRecord>;
-  constructor(
-    private readonly url: string,
-    private readonly crawlId: string,
-    batch: BatcherOptions,
-  ) {
-    this.batcher = new Batcher(async (records) => {
-      const pages = (await mongoConnection(this.url)).db!.collection(PAGES_COLLECTION);
-      await pages.bulkWrite(
-        records.map((r) => ({ replaceOne: { filter: { _id: pageId(this.crawlId, r.url) as never }, replacement: { ...r, crawlId: this.crawlId }, upsert: true } })),
-        { ordered: false },
-      );
-    }, batch);
-  }
-  write(records: PageRecord[]): Promise<void> {
-    return this.batcher.add(records);
-  }
-  close(): Promise<void> {
-    return this.batcher.drain();
-  }
+function mongoPageStore(url: string, crawlId: string, batch: BatcherOptions): PageStore {
+  return batchedStore(async (records) => {
+    const pages = (await mongoConnection(url)).db!.collection(PAGES_COLLECTION);
+    await pages.bulkWrite(
+      records.map((r) => ({ replaceOne: { filter: { _id: pageId(crawlId, r.url) as never }, replacement: { ...r, crawlId }, upsert: true } })),
+      { ordered: false },
+    );
+  }, batch);
 }
 
 /** Where a crawl's pages are kept: beside its item file, or in its MongoDB database. */
 export type PagesLocation = { kind: 'file'; path: string } | { kind: 'mongo'; url: string };
 
 export function openPageStore(location: PagesLocation, crawlId: string, batch: BatcherOptions = { maxItems: 500, maxWaitMs: 50 }): PageStore {
-  return location.kind === 'file' ? new FilePageStore(location.path, batch) : new MongoPageStore(location.url, crawlId, batch);
+  return location.kind === 'file' ? filePageStore(location.path, batch) : mongoPageStore(location.url, crawlId, batch);
 }
 
 function parseRecord(value: unknown): PageRecord | undefined {

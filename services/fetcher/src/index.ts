@@ -3,7 +3,7 @@ import { admitAndEnqueue, bodyHash, conditionalHeaders, crawlTake, pageRecordAft
 import { UserAgentRotation, captureOf, encodeBody, headerValue, flatHeaders, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, scopeVerdict } from '@crawlfleet/frontier';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, proxyProbe, type ProxyEntry } from '@crawlfleet/politeness';
-import { DeferError, GiveUpError, CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { DeferError, GiveUpError, CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, writeHandOver, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
 export interface FetcherOptions {
   concurrency: number;
@@ -86,16 +86,9 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       ctx.metrics.response(page.status, page.elapsedMs / 1000, page.body.length);
       // What goes to the writers besides items: the exchange (WARC output), the URL's record (recrawl).
       const capture = captureOf(page, fetchedAt);
-      const toWriters = (page?: PageRecord) =>
-        capture || page
-          ? {
-              handOver: {
-                stage: 'write' as const,
-                id: jobId('write', fingerprint),
-                data: { crawlId: data.crawlId, url: data.url, items: [], ...(capture ? { capture } : {}), ...(page ? { page } : {}) },
-                opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' as const } },
-              },
-            }
+      const toWriters = (record?: PageRecord) =>
+        capture || record
+          ? { handOver: writeHandOver(ctx, fingerprint, { crawlId: data.crawlId, url: data.url, items: [], ...(capture ? { capture } : {}), ...(record ? { page: record } : {}) }) }
           : {};
       // A page that is not parsed goes straight to the writers to be archived.
       const archive = toWriters();

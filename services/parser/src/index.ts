@@ -1,9 +1,8 @@
-import { jobId } from '@crawlfleet/core';
 import { SettledUrls, admitAndEnqueue, crawlTake, noteInvalidReasons } from '@crawlfleet/crawl';
 import { extractResponse, runPageHooks } from '@crawlfleet/extract';
 import { decodeBody, decodePage } from '@crawlfleet/fetch';
 import { allowedHosts, scopeVerdict } from '@crawlfleet/frontier';
-import { CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, writeHandOver, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
 export interface ParserOptions {
   concurrency: number;
@@ -54,12 +53,7 @@ export function startParser(ctx: FleetContext, options: ParserOptions): RunningS
       // So does a crawl that keeps page records (recrawl): the URL's record goes to the pages store.
       const handOver =
         page.items.length > 0 || capture || data.page
-          ? {
-              stage: 'write' as const,
-              id: jobId('write', fingerprint),
-              data: { crawlId: data.crawlId, url: data.finalUrl, items: page.items, ...(capture ? { capture } : {}), ...(data.page ? { page: data.page } : {}) },
-              opts: { attempts: ctx.env.writeAttempts, backoff: { type: 'crawlfleet' as const } },
-            }
+          ? writeHandOver(ctx, fingerprint, { crawlId: data.crawlId, url: data.finalUrl, items: page.items, ...(capture ? { capture } : {}), ...(data.page ? { page: data.page } : {}) })
           : undefined;
       await noteInvalidReasons(ctx.redis, ctx.keys, data.crawlId, page.invalidReasons);
       const overflow = page.links.length - links.length;

@@ -72,8 +72,7 @@ export async function scanWarc(path: string, from: number, to: number): Promise<
 /**
  * Writes `<file>.cdxj` beside a WARC file: warcio.js's CDXJ indexer (the lines pywb reads) keyed by
  * python surt's key (surtKey), sorted by key and time as pywb needs them (it finds nothing in an
- * unsorted index). Written to a temporary name, then renamed, so
- * a reader never sees half an index.
+ * unsorted index). Written to a temporary name, then renamed, so a reader never sees half an index.
  */
 export async function writeCdxj(path: string, upTo: number): Promise<string> {
   const indexer = new CDXIndexer({ format: 'cdxj' });
