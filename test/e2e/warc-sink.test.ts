@@ -3,8 +3,8 @@ import { appendFileSync, existsSync, readdirSync, readFileSync, statSync } from 
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { Redis } from 'ioredis';
-import { Keys } from '@crawlfleet/core';
-import { type Exchange, RedisCaptureDigests, RedisIdentityIndex, SinkBusyError, WarcSink, exchangeRecords, payloadDigest, serializeRecord, warcIdentity } from '@crawlfleet/storage';
+import { Keys, validateSpider } from '@crawlfleet/core';
+import { type Exchange, openCrawlSinks, RedisCaptureDigests, RedisIdentityIndex, SinkBusyError, WarcSink, exchangeRecords, payloadDigest, serializeRecord, warcIdentity } from '@crawlfleet/storage';
 import { REDIS_URL, ROOT, dropPrefix, tempDir, uniquePrefix } from '../helpers/cli.js';
 
 const WARC_TOOLS = process.env.WARC_TOOLS ?? '';
@@ -135,5 +135,23 @@ describe('the WARC sink: exactly once across crashes, reopens and lost indexes',
     expect(archivedUris(dir).map((u) => u.uri)).toEqual(['http://site.test/p/1.html', 'http://site.test/p/2.html']);
     // the directory's file is the crawl's only file
     expect(readdirSync(dir).filter((f) => f.endsWith('.warc.gz'))).toEqual(['c3-00001.warc.gz']);
+  });
+
+  test("the writer's batch metrics count item batches only: archived exchanges are not reported as items", async () => {
+    const dir = tempDir('warc-sink');
+    const prefix = newPrefix();
+    const flushed: number[] = [];
+    const spider = validateSpider({ name: 's', startUrls: ['http://site.test/'], items: [{ type: 'page', fields: { title: { css: 'h1' } } }] });
+    const sinks = await openCrawlSinks({ kind: 'jsonl', path: join(dir, 'items.jsonl'), warc: { dir: join(dir, 'warc'), rolloverBytes: 1_000_000_000 } }, spider, {
+      mongoUrl: 'mongodb://127.0.0.1:1/none',
+      redis,
+      keys: new Keys(prefix),
+      crawlId: 'c4',
+      batch: { maxItems: 50, maxWaitMs: 5, onFlush: (items) => flushed.push(items) },
+    });
+    await sinks.archive!.write([exchange(1), exchange(2)]);
+    await sinks.items.write([{ type: 'page', url: 'http://site.test/p/1.html', title: 'page 1' }]);
+    await sinks.close();
+    expect(flushed).toEqual([1]);
   });
 });

@@ -70,7 +70,9 @@ export async function openSink(spec: SinkSpec, spider: Spider, options: OpenSink
 /** Opens the items' sink a crawl names, and its WARC output beside it. */
 export async function openCrawlSinks(spec: SinkSpec, spider: Spider, options: OpenSinkOptions): Promise<CrawlSinks> {
   const items = await openSink(spec, spider, options);
-  const pages = spider.recrawl && options.crawlId ? openPageStore(pagesLocation(spec, options), options.crawlId, options.batch) : undefined;
+  // The same batch sizes, but only item batches are reported (onFlush: the writer's batch metrics).
+  const batch = options.batch ? { maxItems: options.batch.maxItems, maxWaitMs: options.batch.maxWaitMs } : undefined;
+  const pages = spider.recrawl && options.crawlId ? openPageStore(pagesLocation(spec, options), options.crawlId, batch) : undefined;
   const withPages = (sinks: Omit<CrawlSinks, 'close'>): CrawlSinks => ({
     ...sinks,
     ...(pages ? { pages } : {}),
@@ -85,7 +87,7 @@ export async function openCrawlSinks(spec: SinkSpec, spider: Spider, options: Op
       index: new RedisIdentityIndex(redis, index),
       digests: new RedisCaptureDigests(redis, index.digests),
       software: options.software ?? 'crawlfleet',
-      ...(options.batch ? { batch: options.batch } : {}),
+      ...(batch ? { batch } : {}),
       ...(options.log ? { log: options.log } : {}),
       ...(options.run ? { run: options.run } : {}),
     });
