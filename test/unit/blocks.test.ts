@@ -1,9 +1,8 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { validateSpider } from '@crawlfleet/core';
 import { classifyResponse, detectBlock, summarizePage } from '@crawlfleet/fetch';
+import { unpackRealPages } from '../helpers/real-pages.js';
 
 const FIXTURES = join(import.meta.dirname, '..', 'fixtures');
 const BLOCKS = join(FIXTURES, 'blocks');
@@ -26,20 +25,7 @@ const markersOnly = validateSpider({ name: 'blocks', blockPatterns: [] });
 const read = (...path: string[]) => readFileSync(join(...path));
 
 /** Every .html file of the real pages in test/fixtures/data (books.toscrape.com and 130 top sites). */
-function realPages(): string[] {
-  const dir = mkdtempSync(join(tmpdir(), 'crawlfleet-real-'));
-  for (const archive of ['books-toscrape-site.tar.gz', 'top-sites-html.tar.gz']) execFileSync('tar', ['xzf', join(FIXTURES, 'data', archive), '-C', dir]);
-  const files: string[] = [];
-  const walk = (d: string) => {
-    for (const f of readdirSync(d)) {
-      const p = join(d, f);
-      if (statSync(p).isDirectory()) walk(p);
-      else if (p.endsWith('.html')) files.push(p);
-    }
-  };
-  walk(dir);
-  return files;
-}
+const realPages = (): string[] => unpackRealPages().files;
 
 describe('block detection: a pure verdict per page', () => {
   test(`at least 8 vendors' block pages, modelled on the real ones (${blockPages.length} here)`, () => {

@@ -95,6 +95,8 @@ export const ENV_TABLE = {
     default: '',
     doc: "`name:address` pairs that replace DNS for those names, like curl's `--resolve` (staging, tests); the SSRF guard still applies, through a proxy too (it is asked for the resolved IP) unless the spider sets `proxies.resolveNames`",
   },
+  CHROMIUM_PATH: { default: '/usr/bin/chromium', doc: "the Chromium a renderer drives (Debian's `chromium` package; the renderer image has it)" },
+  RENDER_RETIRE_AFTER_PAGES: { default: '100', doc: "pages a renderer's browser renders before it is retired and a fresh one takes over (bounds the memory a long crawl leaks into Chromium)" },
   METRICS_PORT: { default: '', doc: 'a worker serves `/metrics`, `/healthz` and `/readyz` on this port' },
   METRICS_HOST: { default: '0.0.0.0', doc: 'the address the metrics port binds (`127.0.0.1` keeps it on the machine)' },
   LIVENESS_STALL_MS: { default: '5000', doc: '`/healthz` fails once the event loop has stalled this long (remembered for 10 s)' },
@@ -161,6 +163,8 @@ const envSchema = z.object({
   WRITE_ATTEMPTS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of attempts'),
   PROXY_LIST: z.string(),
   ROBOTS_CACHE_SECONDS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of seconds'),
+  CHROMIUM_PATH: z.string().min(1),
+  RENDER_RETIRE_AFTER_PAGES: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of pages'),
   METRICS_PORT: z.string().regex(/^(\d{1,5})?$/, 'must be a port number'),
   METRICS_HOST: z.string().min(1),
   LIVENESS_STALL_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
@@ -216,6 +220,10 @@ export interface Env {
   dashboardPassword: string;
   /** DASHBOARD_ALLOWED_HOSTS: names the dashboard answers besides loopback names, IPs and its bind address */
   dashboardAllowedHosts: string[];
+  /** CHROMIUM_PATH: the browser a renderer drives */
+  chromiumPath: string;
+  /** RENDER_RETIRE_AFTER_PAGES: pages a browser renders before it is retired */
+  renderRetireAfterPages: number;
   /** PROXY_PROBE_URL: what a probe of a banned proxy requests through it; undefined: a connection to the proxy only */
   proxyProbeUrl: string | undefined;
 }
@@ -290,6 +298,8 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     proxyList: e.PROXY_LIST,
     robotsCacheSeconds: Number(e.ROBOTS_CACHE_SECONDS),
     hostResolve: e.HOST_RESOLVE,
+    chromiumPath: e.CHROMIUM_PATH,
+    renderRetireAfterPages: Number(e.RENDER_RETIRE_AFTER_PAGES),
     metricsPort: e.METRICS_PORT === '' ? undefined : Number(e.METRICS_PORT),
     metricsHost: e.METRICS_HOST,
     livenessStallMs: Number(e.LIVENESS_STALL_MS),

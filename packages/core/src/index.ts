@@ -21,3 +21,4 @@ export * from './spider/json-path.js';
 export * from './media-types.js';
 export * from './sink-spec.js';
 export * from './spider/json-schema.js';
+export * from './spider/render.js';

@@ -127,6 +127,14 @@ export class Keys {
     return `${this.prefix}:{${stageTag(stage, STAGES.indexOf(stage), STAGES.length)}}`;
   }
 
+  /**
+   * BullMQ prefix of the render queue: fetch-stage jobs that a browser runs (a URL's job id is the
+   * same in either queue, and its state is the fetch stage's). A slot of its own, `{render}`.
+   */
+  renderQueuePrefix(): string {
+    return `${this.prefix}:{render}`;
+  }
+
   /** Set of every registered crawl id, but the collected ones. */
   crawlIndex(): string {
     return `${this.prefix}:crawls`;
@@ -220,9 +228,18 @@ export class Keys {
     return { identities: `${base}:identities`, state: `${base}:state`, digests: `${base}:digests` };
   }
 
+  /**
+   * hash, in the crawl's slot: what `render: "auto"` learnt of each kind of page (its host and
+   * directory): `<kind>:r` pages that needed the browser, `<kind>:p` pages whose plain HTML held what
+   * the rules look for.
+   */
+  renderHosts(crawlId: string): string {
+    return `${this.prefix}:crawl:{${crawlId}}:render-hosts`;
+  }
+
   /** The crawl's own keys (not its partitions') as a flat list, for `reset`. */
   crawlOwnKeys(crawlId: string): string[] {
-    return [...Object.values(this.fileIndex(crawlId)), ...Object.values(this.warcIndex(crawlId)), ...Object.values(this.crawl(crawlId))];
+    return [...Object.values(this.fileIndex(crawlId)), ...Object.values(this.warcIndex(crawlId)), ...Object.values(this.crawl(crawlId)), this.renderHosts(crawlId)];
   }
 
   /**

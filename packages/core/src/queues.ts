@@ -1,7 +1,25 @@
-import { Queue, type ConnectionOptions, type KeepJobs } from 'bullmq';
+import { Queue, type ConnectionOptions, type Job, type KeepJobs } from 'bullmq';
 import { STAGES, type Keys, type Stage } from './keys.js';
 
-export type Queues = Record<Stage, Queue>;
+/**
+ * The stage queues, and `render`: the fetch stage's jobs that a browser runs (the renderers'). A
+ * fetch-stage job id lives in one of `fetch` and `render` at a time; fetchStageQueues names both.
+ */
+export type Queues = Record<Stage, Queue> & { render: Queue };
+
+/** The BullMQ queues a stage's jobs live in: fetch-stage jobs are in `fetch` or `render`. */
+export function stageQueues(queues: Queues, stage: Stage): Queue[] {
+  return stage === 'fetch' ? [queues.fetch, queues.render] : [queues[stage]];
+}
+
+/** A stage's job by id, in whichever of its queues holds it. */
+export async function getStageJob(queues: Queues, stage: Stage, id: string): Promise<Job | undefined> {
+  for (const queue of stageQueues(queues, stage)) {
+    const job = await queue.getJob(id);
+    if (job) return job;
+  }
+  return undefined;
+}
 
 const DAY_SECONDS = 86_400;
 
@@ -19,9 +37,9 @@ export const JOB_HISTORY: Record<Stage, { removeOnComplete: KeepJobs; removeOnFa
   write: { removeOnComplete: { count: 0 }, removeOnFail: { count: 5000, age: 7 * DAY_SECONDS } },
 };
 
-/** The three stage queues. */
+/** The three stage queues, and the render queue. */
 export function createQueues(connection: ConnectionOptions, keys: Keys): Queues {
-  return Object.fromEntries(
+  const stages = Object.fromEntries(
     STAGES.map((stage) => [
       stage,
       new Queue(stage, {
@@ -30,8 +48,12 @@ export function createQueues(connection: ConnectionOptions, keys: Keys): Queues 
         defaultJobOptions: JOB_HISTORY[stage],
       }),
     ]),
-  ) as Queues;
+  ) as Record<Stage, Queue>;
+  return { ...stages, render: new Queue(RENDER_QUEUE, { connection, prefix: keys.renderQueuePrefix(), defaultJobOptions: JOB_HISTORY.fetch }) };
 }
+
+/** The render queue's name (its jobs are the fetch stage's). */
+export const RENDER_QUEUE = 'render';
 
 export async function closeQueues(queues: Queues): Promise<void> {
   await Promise.all(Object.values(queues).map((q) => q.close()));

@@ -1,4 +1,4 @@
-import { STAGES, ConfigError, type Keys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
+import { STAGES, ConfigError, getStageJob, type Keys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
 import { settleCrawl } from './completion.js';
 import { takeFromFrontier } from './fetch-jobs.js';
 import { forgetLegacyCrawl, forgetPartitions } from './forget.js';
@@ -58,7 +58,7 @@ export async function promoteParked(redis: RedisClient, keys: Keys, queues: Queu
         const ids = await redis.srandmember(k.parked[stage], 500);
         if (ids.length === 0) break;
         for (const id of ids) {
-          const job = await queues[stage].getJob(id);
+          const job = await getStageJob(queues, stage, id);
           if (job && (await job.isDelayed())) {
             await job.promote().catch(() => undefined);
             promoted++;
@@ -81,7 +81,7 @@ async function promoteDelayed(redis: RedisClient, keys: Keys, queues: Queues, la
   for (const k of allPartKeys(keys, layout)) {
     for (const stage of STAGES) {
       for (const id of await redis.smembers(k.delayed[stage])) {
-        const job = await queues[stage].getJob(id);
+        const job = await getStageJob(queues, stage, id);
         if (job && (await job.isDelayed())) await job.promote().catch(() => undefined);
       }
     }

@@ -7,7 +7,9 @@
  * - `replayed`: dead letters sent back by `crawlfleet replay`;
  * - `archived`: fetched URLs whose exchange is in the crawl's WARC files (`--warc`);
  * - `notModified`: a recrawl's URLs answered 304 Not Modified (fetched, not parsed again);
- * - `unchanged`: a recrawl's URLs answered with the body of their last visit (fetched, not parsed again).
+ * - `unchanged`: a recrawl's URLs answered with the body of their last visit (fetched, not parsed again);
+ * - `rendered`: pages loaded in a browser by the render stage (counted fetched too);
+ * - `renderSkipped`: pages `render: "auto"` judged from their plain HTML and parsed without a browser.
  */
 export const COUNTER_NAMES = [
   'seen',
@@ -27,6 +29,8 @@ export const COUNTER_NAMES = [
   'archived',
   'notModified',
   'unchanged',
+  'rendered',
+  'renderSkipped',
 ] as const;
 export type CounterName = (typeof COUNTER_NAMES)[number];
 export type Counters = Record<CounterName, number>;

@@ -1,4 +1,4 @@
-import { hostLimits, runScript, type FetchJob, type Keys, type Queues, type Spider, type RedisClient } from '@crawlfleet/core';
+import { hostLimits, renderModeFor, renderSettings, runScript, type RenderSettings, type FetchJob, type Keys, type Queues, type Spider, type RedisClient } from '@crawlfleet/core';
 import { admitToPartition, takenRequests, uniqueCandidates, type AdmissionPolicy, type Candidate, type FetchRequest, type FrontierTake, type TakenRequest } from '@crawlfleet/frontier';
 import type { JobsOptions } from 'bullmq';
 import { allPartKeys, partOfUrl, type CrawlLayout } from './layout.js';
@@ -55,7 +55,30 @@ export function admissionPolicy(spider: Spider): AdmissionPolicy {
 export async function enqueueFetches(queues: Queues, crawlId: string, spider: Spider, requests: TakenRequest[]): Promise<void> {
   if (requests.length === 0) return;
   const opts = fetchJobOptions(spider);
-  await queues.fetch.addBulk(requests.map((t) => ({ name: 'fetch', data: fetchJobData(crawlId, t.request), opts: { ...opts, jobId: t.jobId, ...(t.delayMs > 0 ? { delay: t.delayMs } : {}) } })));
+  const settings = renderSettings(spider);
+  const byQueue = { fetch: [] as TakenRequest[], render: [] as TakenRequest[] };
+  for (const t of requests) byQueue[fetchQueueFor(settings, t.request.url)].push(t);
+  await Promise.all(
+    (['fetch', 'render'] as const)
+      .filter((name) => byQueue[name].length > 0)
+      .map((name) =>
+        queues[name].addBulk(byQueue[name].map((t) => ({ name, data: fetchJobData(crawlId, t.request), opts: { ...opts, jobId: t.jobId, ...(t.delayMs > 0 ? { delay: t.delayMs } : {}) } }))),
+      ),
+  );
+}
+
+/**
+ * Pure: the queue a URL's fetch job goes to: `render` when the spider renders it always (a browser
+ * loads it, and nothing fetches it first); `fetch` otherwise, `auto` included: the fetcher fetches
+ * the plain page and sends it on to render if it needs to.
+ */
+export function fetchQueueFor(settings: Pick<RenderSettings, 'mode' | 'rules'>, url: string): 'fetch' | 'render' {
+  return renderModeFor(settings, url) === 'always' ? 'render' : 'fetch';
+}
+
+/** One URL's fetch job, in the queue its render mode picks (a rebuild, a replay). */
+export async function enqueueFetch(queues: Queues, crawlId: string, spider: Spider, id: string, request: FetchRequest): Promise<void> {
+  await enqueueFetches(queues, crawlId, spider, [{ jobId: id, delayMs: 0, request }]);
 }
 
 /** Pure: candidates by partition (their host's), each partition's in the order found. */

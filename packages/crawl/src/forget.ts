@@ -1,4 +1,4 @@
-import { STAGES, type Keys, type PartKeys, type Queues, type RedisClient, type Stage } from '@crawlfleet/core';
+import { STAGES, stageQueues, type Keys, type PartKeys, type Queues, type RedisClient, type Stage } from '@crawlfleet/core';
 import { allPartKeys, type CrawlLayout } from './layout.js';
 
 /**
@@ -31,7 +31,7 @@ async function eachBatch(scan: (cursor: string) => Promise<[string, string[]]>, 
   } while (cursor !== '0');
 }
 
-const removeJob = (queues: Queues, stage: Stage, id: string) => queues[stage].remove(id).catch(() => 0);
+const removeJob = async (queues: Queues, stage: Stage, id: string) => sum(await Promise.all(stageQueues(queues, stage).map((q) => q.remove(id).catch(() => 0))));
 const sum = (ns: number[]) => ns.reduce((a, b) => a + b, 0);
 
 /** Pure: the stage a dead-letter record names; every stage when it names none. */

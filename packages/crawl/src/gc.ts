@@ -1,4 +1,4 @@
-import { STAGES, ConfigError, runScript, type Keys, type Queues, type RedisClient } from '@crawlfleet/core';
+import { STAGES, ConfigError, stageQueues, runScript, type Keys, type Queues, type RedisClient } from '@crawlfleet/core';
 import { forgetLegacyCrawl, forgetPartitions, type Forgotten } from './forget.js';
 import { getStatus } from './status.js';
 import { summaryFields } from './summary.js';
@@ -128,7 +128,7 @@ export async function collectFinishedCrawls(redis: RedisClient, keys: Keys, queu
 
 /** Removes the entries older than `beforeMs` from each queue's event stream (stream ids are Redis's ms); returns how many. */
 export async function trimQueueEvents(redis: RedisClient, queues: Queues, beforeMs: number): Promise<number> {
-  const trimmed = await Promise.all(STAGES.map((stage) => redis.xtrim(queues[stage].toKey('events'), 'MINID', String(Math.max(0, Math.floor(beforeMs))))));
+  const trimmed = await Promise.all(STAGES.flatMap((stage) => stageQueues(queues, stage)).map((queue) => redis.xtrim(queue.toKey('events'), 'MINID', String(Math.max(0, Math.floor(beforeMs))))));
   return trimmed.reduce((a, b) => a + b, 0);
 }
 

@@ -1,7 +1,8 @@
-import { STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Logger, type PartKeys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
+import { STAGES, fingerprintOfJob, getStageJob, stageQueues, jobId, runScript, type Keys, type Logger, type PartKeys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
 import { decodeRequest, hostOfUrl } from '@crawlfleet/frontier';
 import { deadLetterData, finishInPartition, finishJob, type DeadLetter } from './lifecycle.js';
-import { fetchJobData, fetchJobOptions } from './fetch-jobs.js';
+import { enqueueFetch, fetchJobData } from './fetch-jobs.js';
+import type { Queue } from 'bullmq';
 import { allPartKeys, type CrawlLayout } from './layout.js';
 import type { CrawlRecord } from './registry.js';
 
@@ -131,7 +132,15 @@ async function reconcileIds(
 
 /** What BullMQ holds for each id: one pipelined round trip of three reads per id. */
 async function jobPresences(redis: RedisClient, queues: Queues, stage: Stage, ids: string[]): Promise<{ presence: JobPresence; failedReason: string | null }[]> {
-  const queue = queues[stage];
+  const [first, ...others] = await Promise.all(stageQueues(queues, stage).map((queue) => presencesIn(redis, queue, ids)));
+  // A fetch-stage id is in the fetch queue or the render queue: what either holds of it counts.
+  return first!.map((p, i) => others.reduce((best, o) => (PRESENCE_RANK[o[i]!.presence] > PRESENCE_RANK[best.presence] ? o[i]! : best), p));
+}
+
+/** Which of two answers for one id tells more: a live job, then a failed one, a completed one, none. */
+const PRESENCE_RANK: Record<JobPresence, number> = { missing: 0, completed: 1, failed: 2, live: 3 };
+
+async function presencesIn(redis: RedisClient, queue: Queue, ids: string[]): Promise<{ presence: JobPresence; failedReason: string | null }[]> {
   const pipeline = redis.pipeline();
   for (const id of ids) {
     pipeline.hget(queue.toKey(id), 'failedReason');
@@ -191,9 +200,11 @@ async function rebuild(redis: RedisClient, keys: Keys, queues: Queues, crawl: Cr
   }
   const fetchId = jobId('fetch', fp);
   // A completed or failed fetch job under this id would turn the add into a no-op.
-  const existing = await queues.fetch.getJob(fetchId);
-  if (existing && ((await existing.isCompleted()) || (await existing.isFailed()))) await existing.remove().catch(() => undefined);
-  await queues.fetch.add('fetch', fetchJobData(crawl.crawlId, request), { ...fetchJobOptions(crawl.spider), jobId: fetchId });
+  for (const queue of stageQueues(queues, 'fetch')) {
+    const existing = await queue.getJob(fetchId);
+    if (existing && ((await existing.isCompleted()) || (await existing.isFailed()))) await existing.remove().catch(() => undefined);
+  }
+  await enqueueFetch(queues, crawl.crawlId, crawl.spider, fetchId, request);
   await redis.hincrby(k.counters, 'reconciled', 1);
   options.log?.warn({ crawlId: crawl.crawlId, stage, jobId: id, url: request.url }, 'reconciler: a pending job had no live job behind it; its URL is fetched again');
   return true;
@@ -212,7 +223,7 @@ export async function deadLetterFailed(
   /** the partition the job is pending in, when known (a job with no URL left is finished there) */
   part?: PartKeys,
 ): Promise<'already' | 'finished' | 'crawl-done'> {
-  const job = await queues[stage].getJob(id);
+  const job = await getStageJob(queues, stage, id);
   const data = (job?.data ?? {}) as { url?: unknown };
   const jobUrl = typeof data.url === 'string' ? data.url : undefined;
   // Without the job, its URL is in its partition's requests; which partition is unknown, so every one is read.

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { ConfigError, STAGES, fingerprintOfJob, jobId, runScript, type Keys, type Queues, type Stage, type WriteJob, type RedisClient } from '@crawlfleet/core';
+import { ConfigError, STAGES, fingerprintOfJob, stageQueues, jobId, runScript, type Keys, type Queues, type Stage, type WriteJob, type RedisClient } from '@crawlfleet/core';
 import { encodeRequest, hostOfUrl, type FetchRequest } from '@crawlfleet/frontier';
 import { whileInjecting } from './completion.js';
-import { fetchJobData, fetchJobOptions } from './fetch-jobs.js';
+import { enqueueFetch } from './fetch-jobs.js';
 import { partKeysOfUrl } from './layout.js';
 import type { DeadLetter } from './lifecycle.js';
 import type { CrawlRecord } from './registry.js';
@@ -103,7 +103,7 @@ async function replayOne(redis: RedisClient, keys: Keys, queues: Queues, crawl: 
   );
   if (applied === 0) return false;
   if (plan.stage === 'fetch') {
-    await queues.fetch.add('fetch', fetchJobData(crawl.crawlId, plan.request), { ...fetchJobOptions(crawl.spider), jobId: plan.id });
+    await enqueueFetch(queues, crawl.crawlId, crawl.spider, plan.id, plan.request);
   } else {
     await queues.write.add('write', plan.job, { jobId: plan.id, attempts: 10, backoff: { type: 'crawlfleet' } });
   }
@@ -111,6 +111,8 @@ async function replayOne(redis: RedisClient, keys: Keys, queues: Queues, crawl: 
 }
 
 async function removeFinishedJob(queues: Queues, stage: Stage, id: string): Promise<void> {
-  const job = await queues[stage].getJob(id);
-  if (job && ((await job.isFailed()) || (await job.isCompleted()))) await job.remove();
+  for (const queue of stageQueues(queues, stage)) {
+    const job = await queue.getJob(id);
+    if (job && ((await job.isFailed()) || (await job.isCompleted()))) await job.remove();
+  }
 }

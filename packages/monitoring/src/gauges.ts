@@ -1,6 +1,6 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { Cluster, type Redis } from 'ioredis';
-import type { Keys, Queues, Stage, RedisClient } from '@crawlfleet/core';
+import type { Keys, Queues, RedisClient } from '@crawlfleet/core';
 import { COUNTER_METRICS } from './metrics.js';
 import { COUNTER_NAMES, frontierBacklog, getStatus, listCrawlIds, readyFrontierHosts, type CrawlStatus } from '@crawlfleet/crawl';
 
@@ -31,7 +31,7 @@ const READY_STATES = ['waiting', 'active', 'prioritized'] as const;
  * for fetchers that would sit idle.
  */
 export function registerQueueGauges(registry: Registry, queues: Partial<Queues>, frontier?: FrontierReaders): void {
-  const list = Object.entries(queues) as [Stage, Queues[Stage]][];
+  const list = Object.entries(queues) as [keyof Queues, Queues[keyof Queues]][];
   // One read of every queue's counts serves the three gauges of a scrape.
   const countsOf = sharedWithin(1000, async () => new Map(await Promise.all(list.map(async ([stage, queue]) => [stage, await queue.getJobCounts(...JOB_STATES)] as const))));
   new Gauge({

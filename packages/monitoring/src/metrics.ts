@@ -25,6 +25,8 @@ export const COUNTER_METRICS: Record<CounterName, { name: string; help: string }
   archived: { name: 'crawlfleet_pages_archived_total', help: "fetched URLs whose exchange went into the crawl's WARC files" },
   notModified: { name: 'crawlfleet_pages_not_modified_total', help: 'recrawled URLs answered 304 Not Modified' },
   unchanged: { name: 'crawlfleet_pages_unchanged_total', help: 'recrawled URLs whose body was the one of their last visit' },
+  rendered: { name: 'crawlfleet_pages_rendered_total', help: 'pages loaded and rendered in a browser (the render stage)' },
+  renderSkipped: { name: 'crawlfleet_pages_render_skipped_total', help: 'pages `render: "auto"` judged from their plain HTML and parsed without a browser' },
 };
 
 const statusClass = (status: number) => `${Math.floor(status / 100)}xx`;
@@ -44,6 +46,7 @@ export class FleetMetrics {
   private readonly batchSize: Histogram;
   private readonly batchSeconds: Histogram;
   private readonly unavailableSinks: Gauge;
+  private readonly renderRequests: Counter<'outcome'>;
 
   constructor(labels: Record<string, string> = {}) {
     this.registry.setDefaultLabels(labels);
@@ -80,6 +83,12 @@ export class FleetMetrics {
       buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
       registers,
     });
+    this.renderRequests = new Counter({
+      name: 'crawlfleet_render_subrequests_total',
+      help: "requests rendered pages' scripts and documents made besides their navigation: sent, blocked by resource type (render.block), refused past render.maxRequestsPerPage",
+      labelNames: ['outcome'],
+      registers,
+    });
     this.unavailableSinks = new Gauge({ name: 'crawlfleet_sinks_unavailable', help: 'item stores this writer finds unavailable now (its write jobs are parked until they answer)', registers });
   }
 
@@ -106,6 +115,13 @@ export class FleetMetrics {
   writeBatch(items: number, seconds: number): void {
     this.batchSize.observe(items);
     this.batchSeconds.observe(seconds);
+  }
+
+  /** What one rendered page's scripts asked for. */
+  renderedPage(stats: { requests: number; blocked: number; overBudget: number }): void {
+    this.renderRequests.inc({ outcome: 'sent' }, stats.requests);
+    this.renderRequests.inc({ outcome: 'blocked' }, stats.blocked);
+    this.renderRequests.inc({ outcome: 'over_budget' }, stats.overBudget);
   }
 
   /** How many item stores this writer finds unavailable now (0 when all answer). */

@@ -24,7 +24,15 @@ export interface PoliteFetchInput {
   request?: HttpRequestShape;
   /** keep the exchange as on the wire (the crawl writes WARC) */
   keepWire?: boolean;
+  /**
+   * loads the page in place of a plain request (a browser: the render stage), under the same
+   * robots.txt, host slot and proxy; robots.txt itself is always a plain request
+   */
+  load?: PageLoader;
 }
+
+/** Loads a page some other way than one HTTP request (a browser), as a fetch would answer it. */
+export type PageLoader = (url: string, options: { userAgent: string; timeoutMs: number }) => Promise<FetchResult>;
 
 /**
  * What a fetch learnt of its host, for the frontier's schedule of the host's next turns: its
@@ -135,24 +143,26 @@ export class PoliteFetcher {
     try {
       // A chain of redirects is bounded as a whole: those that led to a page count against its request's.
       const limits = robotsOrigin ? spider.limits : { ...spider.limits, maxRedirects: Math.max(0, spider.limits.maxRedirects - (input.redirects ?? 0)) };
-      page = await fetchPage(
-        target,
-        { ...spider, limits },
-        {
-          userAgent: input.userAgent,
-          // Through a proxy, the agent resolves and vets the name with this lookup, and tunnels to the IP.
-          ...(proxy ? { agent: this.pool.agents(proxy.id, spider.proxies) } : {}),
-          ...(this.lookup ? { lookup: this.lookup } : {}),
-          // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
-          ...(robotsOrigin
-            ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES }
-            : {
-                followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true),
-                ...(input.request ? { request: input.request } : {}),
-                ...(input.keepWire ? { keepWire: true } : {}),
-              }),
-        },
-      );
+      page = await (input.load && !robotsOrigin
+        ? input.load(target, { userAgent: input.userAgent, timeoutMs: spider.limits.timeoutMs })
+        : fetchPage(
+            target,
+            { ...spider, limits },
+            {
+              userAgent: input.userAgent,
+              // Through a proxy, the agent resolves and vets the name with this lookup, and tunnels to the IP.
+              ...(proxy ? { agent: this.pool.agents(proxy.id, spider.proxies) } : {}),
+              ...(this.lookup ? { lookup: this.lookup } : {}),
+              // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
+              ...(robotsOrigin
+                ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES }
+                : {
+                    followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true),
+                    ...(input.request ? { request: input.request } : {}),
+                    ...(input.keepWire ? { keepWire: true } : {}),
+                  }),
+            },
+          ));
     } catch (err) {
       error = err;
     }

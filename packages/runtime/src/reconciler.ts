@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { STAGES, errorMessage, type Stage } from '@crawlfleet/core';
+import { STAGES, errorMessage, stageQueues, type Stage } from '@crawlfleet/core';
 import {
   allPartKeys,
   collectFinishedCrawls,
@@ -106,8 +106,8 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
   // Ids that no live job may carry: more pending (in running and paused crawls) than live jobs.
   const short = new Set<Stage>();
   for (const stage of STAGES) {
-    const counts = await ctx.queues[stage].getJobCounts(...LIVE_STATES);
-    const live = Object.values(counts).reduce((a, b) => a + b, 0);
+    const counts = await Promise.all(stageQueues(ctx.queues, stage).map((queue) => queue.getJobCounts(...LIVE_STATES)));
+    const live = counts.flatMap((c) => Object.values(c)).reduce((a, b) => a + b, 0);
     const pending = crawls.filter((c) => c.state === 'running' || c.state === 'paused').reduce((n, c) => n + c.pending[stage], 0);
     if (pending > live) short.add(stage);
   }

@@ -2,6 +2,7 @@ import { DelayedError, UnrecoverableError, Worker, type Job, type JobsOptions } 
 import {
   JOB_HISTORY,
   NonRetryableError,
+  RENDER_QUEUE,
   RetryableError,
   SpiderVersionPending,
   StaleRunError,
@@ -49,7 +50,7 @@ export function writeHandOver(ctx: FleetContext, fingerprint: string, data: JobB
  * What a stage's handler returns: the effects to record when its job finishes, and the next stage's
  * job (`handOver`), which the harness adds once that finish has made it pending.
  */
-export type StageResult = Omit<FinishInput, 'dead' | 'take' | 'handedOver'> & { handOver?: HandOver };
+export type StageResult = Omit<FinishInput, 'dead' | 'take' | 'handedOver'> & { handOver?: HandOver; reroute?: 'render' };
 
 export interface StageHandlerInput<S extends Stage> {
   job: Job;
@@ -79,6 +80,8 @@ export interface StageWorkerOptions<S extends Stage> {
   runsHooks?: boolean;
   /** a crawl with more jobs than this in the next stage is held back: its jobs here wait (CrawlBacklogs) */
   holdBack?: CrawlBacklogs;
+  /** the BullMQ queue served, when not the stage's own: `render`, the fetch stage's jobs that a browser runs */
+  queue?: 'render';
 }
 
 /**
@@ -189,8 +192,16 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
         incarnation: `${data.crawlId}@${begun.startedAt}`,
         ...(spiderModule ? { spiderModule } : {}),
       });
+      if (result.reroute) {
+        // The job goes on in the render queue, under the same id and still pending in this stage:
+        // nothing is finished. Should this process die before BullMQ completes this one, its re-run
+        // adds the same id again (a no-op while it waits), or begins after the render job finished
+        // and is dropped.
+        await ctx.queues.render.add(RENDER_QUEUE, data, { attempts: job.opts.attempts ?? 1, backoff: { type: 'crawlfleet' }, jobId: id });
+        return;
+      }
       // The stage's done marker: a job of this stage for this URL is never enqueued again.
-      const { handOver, ...effects } = result;
+      const { handOver, reroute: _reroute, ...effects } = result;
       const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...effects, ...takeFor(crawl), ...(handOver ? { handedOver: handOver.id } : {}) };
       const { outcome, taken } = await finishJobTaking(redis, keys, crawl, stage, id, data.url, finish);
       if (outcome !== 'already') metrics.count(result.counters ?? {});
@@ -283,9 +294,10 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     return undefined;
   };
 
-  const worker = new Worker(stage, processor, {
+  const served = options.queue === 'render' ? ctx.queues.render : ctx.queues[stage];
+  const worker = new Worker(served.name, processor, {
     connection: ctx.redis.duplicate(),
-    prefix: keys.queuePrefix(stage),
+    prefix: options.queue === 'render' ? keys.renderQueuePrefix() : keys.queuePrefix(stage),
     concurrency: options.concurrency,
     lockDuration: ctx.env.lockDurationMs,
     stalledInterval: Math.max(1000, Math.floor(ctx.env.lockDurationMs / 2)),
@@ -319,7 +331,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     deadLetterFinalFailure(job, errorMessage(err)).catch((e: unknown) => log.warn({ stage, err: errorMessage(e) }, 'could not dead-letter a failed job; the reconciler will'));
   });
   worker.on('stalled', (jobId) => {
-    ctx.queues[stage]
+    served
       .getJob(jobId)
       .then(async (job) => {
         if (job && (await job.isFailed())) await deadLetterFinalFailure(job, job.failedReason);

@@ -65,6 +65,7 @@ program
   .option('--max-pages <n>', 'stop admitting URLs after N pages', positiveInt('--max-pages'))
   .option('--proxies <file>', 'proxy URLs, one per line (default: PROXY_LIST)')
   .option('--parser-threads <n>', 'worker threads that parse pages (default 1; 0 parses in the main thread)', nonNegativeInt('--parser-threads'), 1)
+  .option('--render-concurrency <n>', 'pages rendered in Chromium at once, for a spider with `render` (default 4)', positiveInt('--render-concurrency'))
   .option('--json', 'print the final status object as the last line of stdout')
   .option('--quiet', 'no live progress')
   .action(run(async (spider: string, opts: Parameters<typeof crawlCommand>[1]) => (await import('./commands/crawl.js')).crawlCommand(spider, opts)));
@@ -95,7 +96,7 @@ program
 program
   .command('worker')
   .description('run one stage as a long-lived worker serving every crawl')
-  .argument('<stage>', 'fetcher, parser or writer')
+  .argument('<stage>', 'fetcher, parser, writer or renderer')
   .option('--concurrency <n>', 'jobs in flight', positiveInt('--concurrency'))
   .option('--proxies <file>', 'fetcher: proxy URLs, one per line (default: PROXY_LIST)')
   .addOption(redisOption())

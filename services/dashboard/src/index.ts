@@ -68,7 +68,10 @@ export async function startDashboard(ctx: FleetContext, options: DashboardOption
   const board = new ExpressAdapter();
   board.setBasePath('/');
   createBullBoard({
-    queues: STAGES.map((stage) => new BullMQAdapter(ctx.queues[stage], { readOnlyMode: options.readOnly, description: `the ${stage} stage` })),
+    queues: [
+      ...STAGES.map((stage) => new BullMQAdapter(ctx.queues[stage], { readOnlyMode: options.readOnly, description: `the ${stage} stage` })),
+      new BullMQAdapter(ctx.queues.render, { readOnlyMode: options.readOnly, description: 'the fetch stage in a browser (render)' }),
+    ],
     serverAdapter: board,
     options: { uiConfig: { boardTitle: 'crawlfleet' } },
   });

@@ -1,7 +1,10 @@
-import { RetryableError, errorMessage, jobId, type FetchJob, type PageRecord } from '@crawlfleet/core';
+import { RetryableError, errorMessage, jobId, renderModeFor, renderSettings, type FetchJob, type PageRecord } from '@crawlfleet/core';
 import { admitAndEnqueue, bodyHash, conditionalHeaders, crawlTake, pageRecordAfter, partKeysOfUrl } from '@crawlfleet/crawl';
-import { UserAgentRotation, captureOf, encodeBody, headerValue, flatHeaders, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
+import { UserAgentRotation, captureOf, decodePage, encodeBody, headerValue, flatHeaders, isHtml, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
+import { extractResponse } from '@crawlfleet/extract';
 import { allowedHosts, canonicalizeUrl, scopeVerdict } from '@crawlfleet/frontier';
+import { BrowserPool, PageRenderer, needsRendering } from '@crawlfleet/render';
+import { RenderRouting } from './render-routing.js';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, proxyProbe, type ProxyEntry } from '@crawlfleet/politeness';
 import { DeferError, GiveUpError, CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, writeHandOver, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
@@ -12,11 +15,54 @@ export interface FetcherOptions {
 }
 
 /**
+ * A fetcher of the render queue: its pages load in a browser (Chromium through the SSRF guard)
+ * instead of one plain request; everything else is the fetch stage's (robots.txt, the host's slot,
+ * retries, redirects, the parse hand-over).
+ */
+interface FetchStageOptions extends FetcherOptions {
+  renderer?: PageRenderer;
+}
+
+export interface RendererOptions {
+  concurrency: number;
+  /** Chromium (CHROMIUM_PATH) */
+  executablePath: string;
+  /** pages a browser renders before it is retired */
+  retireAfterPages: number;
+}
+
+/**
+ * The render stage: fetch-stage jobs of the render queue, each page loaded and rendered in
+ * Chromium, its DOM after scripts handed to the parse stage like a fetched page. Browsers go direct
+ * (through the guard), not through the fleet's proxy pool.
+ */
+export function startRenderer(ctx: FleetContext, options: RendererOptions): RunningStage & { pool: BrowserPool } {
+  const pool = new BrowserPool({ executablePath: options.executablePath, retireAfterPages: options.retireAfterPages, log: ctx.log });
+  const renderer = new PageRenderer(pool, parseHostResolve(ctx.env.hostResolve), ctx.log, (stats) => ctx.metrics.renderedPage(stats));
+  const stage = startFetchStage(ctx, { concurrency: options.concurrency, renderer });
+  return {
+    ...stage,
+    pool,
+    async close() {
+      await stage.close();
+      await renderer.close();
+      await pool.close();
+    },
+  };
+}
+
+/**
  * The fetch stage: download a page politely (robots.txt, fleet-wide host and proxy limits, proxy
  * health), classify the response, and hand an HTML or JSON body to the parse stage compressed. A
  * job that must wait for its host or proxy is parked (DeferError), so it holds no slot while it waits.
  */
 export function startFetcher(ctx: FleetContext, options: FetcherOptions): RunningStage {
+  return startFetchStage(ctx, options);
+}
+
+function startFetchStage(ctx: FleetContext, options: FetchStageOptions): RunningStage {
+  const { renderer } = options;
+  const routing = new RenderRouting(ctx.redis, ctx.keys);
   const userAgents = new UserAgentRotation(ctx.env.userAgents);
   const overrides = parseHostResolve(ctx.env.hostResolve);
   const pool = new ProxyPool(ctx.redis, ctx.keys, options.proxies ?? [], ctx.log);
@@ -35,12 +81,16 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
 
   const worker = createStageWorker(ctx, {
     stage: 'fetch',
+    ...(renderer ? { queue: 'render' as const } : {}),
     concurrency: options.concurrency,
     holdBack: new CrawlBacklogs(ctx.redis, ctx.keys, 'parse', ctx.env.parseHighWater),
     runsHooks: true,
-    handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals, spiderModule }) => {
+    handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals, incarnation, spiderModule }) => {
       await registered;
       const { spider } = crawl;
+      const renderMode = renderModeFor(renderSettings(spider), data.url);
+      // A page that needs a browser goes to the render queue: always, or once pages of its kind are known to need one.
+      if (!renderer && (renderMode === 'always' || (renderMode === 'auto' && (await routing.route(data.crawlId, data.url)) === 'render'))) return { reroute: 'render' };
       // A code spider's request hook may run more than once for one URL (waits, retries): it should only compute.
       const hooked = await runRequestHook(spiderModule, data.url, { crawlId: data.crawlId, spider, depth: data.depth, meta: data.meta ?? {} });
       // A recrawl asks for the page only if it changed since the last visit.
@@ -59,7 +109,8 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
         userAgent: userAgents.pick(spider.userAgents),
         crawlId: data.crawlId,
         ...(request ? { request } : {}),
-        ...(crawl.sink.warc ? { keepWire: true } : {}),
+        ...(crawl.sink.warc && !renderer ? { keepWire: true } : {}),
+        ...(renderer ? { load: renderer.loaderFor(spider, incarnation) } : {}),
       });
       switch (outcome.kind) {
         case 'wait':
@@ -99,7 +150,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
           data.known,
           recrawl!,
         );
-      const fetched = { counters: { fetched: 1 }, url: { fingerprint, state: 'd' }, host: outcome.host };
+      const fetched = { counters: { fetched: 1, ...(renderer ? { rendered: 1 } : {}) }, url: { fingerprint, state: 'd' }, host: outcome.host };
       // A recrawl's 304: the page is as it was; its record is refreshed, and it is not parsed again.
       if (recrawl && data.known && page.status === 304) return { ...fetched, counters: { fetched: 1, notModified: 1 }, ...toWriters(visit(304).record) };
       if (verdict.kind === 'blocked') {
@@ -136,9 +187,20 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
       // The same body as at the last visit: its items are those stored already.
       if (visited?.outcome === 'unchanged') return { ...fetched, counters: { fetched: 1, unchanged: 1 }, ...toWriters(visited.record) };
       if (isParseable(page.contentType, page.body)) {
+        let renderSkipped = 0;
+        if (!renderer && renderMode === 'auto' && isHtml(page.contentType, page.body)) {
+          // `auto` judges the plain page: a browser only when the rules found nothing and scripts could have built it.
+          const text = decodePage(page.body, page.contentType);
+          const found = extractResponse({ body: text, contentType: page.contentType, url: page.url }, spider, { crawlId: data.crawlId, fetchedAt });
+          const needed = needsRendering(spider, page.url, text, found);
+          await routing.record(data.crawlId, data.url, needed);
+          if (needed) return { reroute: 'render' };
+          renderSkipped = 1;
+        }
         // The parse job: made pending by this job's finish, then added (the harness).
         return {
           ...fetched,
+          ...(renderSkipped ? { counters: { ...fetched.counters, renderSkipped } } : {}),
           handOver: {
             stage: 'parse',
             id: jobId('parse', fingerprint),

@@ -235,6 +235,40 @@ export const recrawlSchema = z
   })
   .refine((r) => r.minIntervalHours <= r.intervalHours && r.intervalHours <= r.maxIntervalHours, { message: 'minIntervalHours <= intervalHours <= maxIntervalHours' });
 
+export const RENDER_MODES = ['never', 'always', 'auto'] as const;
+const renderMode = z.enum(RENDER_MODES);
+
+/** Resource types a rendering browser does not load by default: they cost bandwidth and never build the DOM. */
+export const DEFAULT_RENDER_BLOCK = ['image', 'font', 'media'];
+
+/**
+ * Rendering with a browser (an extension of the contract): which pages go to the render stage, and
+ * how a page is rendered. `"never"`, `"always"` and `"auto"` are the mode alone; the object form adds
+ * rules by URL (the first whose `match` matches decides) and the page settings.
+ */
+export const renderSchema = z.union([
+  renderMode,
+  z.strictObject({
+    mode: renderMode.default('auto'),
+    /** the first rule whose `match` (a regular expression) matches the URL sets its mode */
+    rules: z.array(z.strictObject({ match: regex, mode: renderMode })).default([]),
+    /** what the page is rendered until, after its load event: a selector appears, the network goes idle; `maxWaitMs` caps it */
+    waitFor: z
+      .strictObject({
+        selector: z.string().min(1).optional(),
+        networkIdle: z.boolean().default(false),
+        maxWaitMs: z.int().min(0).max(120_000).default(5000),
+      })
+      .prefault({}),
+    /** the page's navigation and its load event, at most (its wait comes after) */
+    timeoutMs: z.int().min(1000).max(300_000).default(30_000),
+    /** resource types the browser does not load (Playwright's: image, font, media, stylesheet, script, xhr, fetch, ...) */
+    block: z.array(z.string().min(1)).default(DEFAULT_RENDER_BLOCK),
+    /** requests a page may make besides its own navigation (scripts, XHR, frames); the rest are refused */
+    maxRequestsPerPage: z.int().min(0).max(10_000).default(100),
+  }),
+]);
+
 export const spiderSchema = z
   .strictObject({
     $schema: z.string().optional().meta({ description: 'the JSON Schema this file follows (for editors); ignored by crawlfleet' }),
@@ -269,6 +303,7 @@ export const spiderSchema = z
     sitemapUrls: z.array(httpUrl).optional(),
     limits: limitsSchema.prefault({}),
     recrawl: recrawlSchema.optional(),
+    render: renderSchema.optional(),
   })
   .superRefine((spider, ctx) => {
     for (const issue of itemKeyConflicts(spider.items, spider.itemKeys)) ctx.addIssue({ code: 'custom', ...issue });

@@ -1,6 +1,6 @@
-import { defaultSinkSpec, loadSpiderDefinition, mongoSinkSpec, sinkSpecFor, withWarcOutput, type Keys, type RedisClient, type SinkSpec } from '@crawlfleet/core';
+import { defaultSinkSpec, loadSpiderDefinition, mayRender, mongoSinkSpec, sinkSpecFor, withWarcOutput, type Keys, type RedisClient, type SinkSpec } from '@crawlfleet/core';
 import { listDeadLetters } from '@crawlfleet/crawl';
-import { startFetcher } from '@crawlfleet/fetcher';
+import { startFetcher, startRenderer } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
 import { loadProxyList } from '@crawlfleet/politeness';
 import { createFleetContext, onShutdownSignal, refuseBesideLegacyCrawls, startReconciler, type RunningStage } from '@crawlfleet/runtime';
@@ -26,9 +26,14 @@ export interface CrawlOptions {
   proxies?: string;
   /** parser worker threads; 0 parses in the main thread */
   parserThreads: number;
+  /** pages rendered at once, when the spider renders (--render-concurrency) */
+  renderConcurrency?: number;
   json?: boolean;
   quiet?: boolean;
 }
+
+/** Chromium pages open at once in `crawl`'s renderer: each takes about a core's share while it runs scripts. */
+const DEFAULT_RENDER_CONCURRENCY = 4;
 
 /**
  * Every stage in this one process: the same workers on the same queues as a fleet, so a crawl
@@ -80,6 +85,9 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
       });
     } else stages.push(startParser(ctx, { concurrency: parsing }));
     stages.push(startFetcher(ctx, { concurrency: options.concurrency, proxies }), startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }));
+    // A spider that renders gets a renderer here too; its browser starts with the first page it renders.
+    if (mayRender(spider))
+      stages.push(startRenderer(ctx, { concurrency: options.renderConcurrency ?? DEFAULT_RENDER_CONCURRENCY, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages }));
     const progress = progressTicker(ctx.redis, ctx.keys, crawlId, !options.quiet && process.stderr.isTTY === true);
     const state = await waitForEnd(ctx.redis, ctx.keys, crawlId, {
       onTick: async () => {

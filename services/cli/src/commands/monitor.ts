@@ -38,6 +38,9 @@ async function frame(ctx: FleetContext, options: MonitorOptions, meters: Map<str
   const shown = options.crawlId ? all : all.filter((s) => s.state === 'running' || s.state === 'paused');
   const workers: Record<string, number> = {};
   for (const stage of STAGES) workers[stage] = (await ctx.queues[stage].getWorkers().catch(() => [])).length;
+  // Renderers only where a fleet runs them.
+  const renderers = (await ctx.queues.render.getWorkers().catch(() => [])).length;
+  if (renderers > 0) workers.render = renderers;
   const statuses = shown.map((status) => {
     let meter = meters.get(status.crawlId);
     if (!meter) {

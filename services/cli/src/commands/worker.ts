@@ -1,4 +1,4 @@
-import { startFetcher } from '@crawlfleet/fetcher';
+import { startFetcher, startRenderer } from '@crawlfleet/fetcher';
 import { startParser } from '@crawlfleet/parser';
 import { loadProxyList } from '@crawlfleet/politeness';
 import { createFleetContext, onShutdownSignal, refuseBesideLegacyCrawls, serveMetrics, startReconciler, type RunningStage } from '@crawlfleet/runtime';
@@ -6,11 +6,12 @@ import { mongoReadiness, startWriter } from '@crawlfleet/writer';
 import { ConfigError } from '@crawlfleet/core';
 import { envWith } from '../options.js';
 
-export const WORKER_KINDS = ['fetcher', 'parser', 'writer'] as const;
+export const WORKER_KINDS = ['fetcher', 'parser', 'writer', 'renderer'] as const;
 type WorkerKind = (typeof WORKER_KINDS)[number];
 
-const DEFAULT_CONCURRENCY: Record<WorkerKind, number> = { fetcher: 32, parser: 4, writer: 32 };
-const STAGE_OF = { fetcher: 'fetch', parser: 'parse', writer: 'write' } as const;
+/** A renderer's pages are open Chromium pages: a few per core. */
+const DEFAULT_CONCURRENCY: Record<WorkerKind, number> = { fetcher: 32, parser: 4, writer: 32, renderer: 4 };
+const QUEUE_OF = { fetcher: 'fetch', parser: 'parse', writer: 'write', renderer: 'render' } as const;
 
 /** One long-lived stage worker serving every crawl; SIGTERM/SIGINT finish in-flight jobs, then exit 0. */
 export async function workerCommand(kind: string, options: { concurrency?: number; redis?: string; proxies?: string }): Promise<number> {
@@ -21,9 +22,14 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
   const ctx = await createFleetContext({ env, name: k, waitForRedis: true });
   await refuseBesideLegacyCrawls(ctx);
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[k];
-  const stage: RunningStage = k === 'fetcher' ? startFetcher(ctx, { concurrency, proxies }) : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
+  const stage: RunningStage =
+    k === 'fetcher'
+      ? startFetcher(ctx, { concurrency, proxies })
+      : k === 'renderer'
+        ? startRenderer(ctx, { concurrency, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages })
+        : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
   // A writer is not ready while the MongoDB it was given (MONGO_URL) does not answer.
-  const metrics = await serveMetrics(ctx, [STAGE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
+  const metrics = await serveMetrics(ctx, [QUEUE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
   ctx.log.info({ stage: k, concurrency, pid: process.pid, proxies: proxies.map((p) => p.label), metricsPort: metrics?.port }, 'worker ready');
   // Every worker takes its turn as the fleet's reconciler (one at a time, under a lock).
   const stopReconciler = startReconciler(ctx);

@@ -1,0 +1,172 @@
+import { createHash } from 'node:crypto';
+import { accessSync, constants, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from '@crawlfleet/core';
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core';
+
+export interface BrowserPoolOptions {
+  /** Chromium's executable (CHROMIUM_PATH; Debian's /usr/bin/chromium by default) */
+  executablePath: string;
+  /** pages a browser renders before it is retired (closed once its open pages end), against slow leaks */
+  retireAfterPages: number;
+  log: Logger;
+}
+
+/**
+ * Flags for a crawler's Chromium: no first-run, sync, component updates, background networking or
+ * WebRTC outside the proxy, so that the only traffic is the pages' own, and all of it through the
+ * guard; /dev/shm is small in containers.
+ */
+const CHROMIUM_ARGS = [
+  '--disable-dev-shm-usage',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-default-apps',
+  '--no-first-run',
+  '--no-default-browser-check',
+  '--metrics-recording-only',
+  '--mute-audio',
+  '--force-webrtc-ip-handling-policy=disable_non_proxied_udp',
+  '--webrtc-ip-handling-policy=disable_non_proxied_udp',
+  // Loopback goes through the proxy too (Chromium bypasses it by default), so the guard sees it.
+  '--proxy-bypass-list=<-loopback>',
+];
+
+interface PooledBrowser {
+  browser: Browser;
+  /** the browser's contexts by key (a crawl and its user agent): pages of one key share cookies and cache */
+  contexts: Map<string, Promise<BrowserContext>>;
+  /** pages begun in this browser */
+  begun: number;
+  open: number;
+  retired: boolean;
+}
+
+/**
+ * Chromium for the render stage: one browser at a time takes new pages, each in the browser's
+ * context for its key (one per crawl and user agent: a crawl's pages share cookies and cache, as a
+ * browser's tabs do, and one crawl's never reach another's; a context per page would start a
+ * renderer process per page, 2.5 times the CPU), and a browser is retired after
+ * `retireAfterPages` pages: it takes no new page and closes once its last one ends, and a fresh
+ * one takes over. A browser that crashes is dropped, and its pages fail (and are retried).
+ * Chromium is started under `setpriv --pdeathsig KILL` where util-linux has it, so it dies with this
+ * process even on kill -9.
+ */
+export class BrowserPool {
+  private current: PooledBrowser | undefined;
+  private launching: Promise<PooledBrowser> | undefined;
+  private readonly all = new Set<PooledBrowser>();
+  private closed = false;
+  /** browsers launched, for the metrics and the tests */
+  launched = 0;
+
+  constructor(private readonly options: BrowserPoolOptions) {}
+
+  /** Runs `use` with a new page in the context of `key` (made with `contextOptions` on first use); the page is closed after it, whatever happens. */
+  async withPage<T>(key: string, contextOptions: BrowserContextOptions, use: (page: Page) => Promise<T>): Promise<T> {
+    const pooled = await this.take();
+    pooled.open++;
+    let page: Page | undefined;
+    try {
+      let context = pooled.contexts.get(key);
+      if (!context) {
+        context = pooled.browser.newContext(contextOptions);
+        pooled.contexts.set(key, context);
+        context.catch(() => pooled.contexts.delete(key));
+      }
+      page = await (await context).newPage();
+      return await use(page);
+    } finally {
+      await page?.close().catch(() => undefined);
+      pooled.open--;
+      if (pooled.retired && pooled.open === 0) await this.closeBrowser(pooled);
+    }
+  }
+
+  /** Browsers running now (a retired one until its last page ends). */
+  get browsers(): number {
+    return this.all.size;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.launching?.catch(() => undefined);
+    await Promise.all([...this.all].map((b) => this.closeBrowser(b)));
+  }
+
+  private async take(): Promise<PooledBrowser> {
+    if (this.closed) throw new Error('the browser pool is closed');
+    const current = this.current;
+    if (current && !current.retired && current.browser.isConnected() && current.begun < this.options.retireAfterPages) {
+      current.begun++;
+      return current;
+    }
+    if (current) this.retire(current);
+    this.launching ??= this.launch().finally(() => (this.launching = undefined));
+    const fresh = await this.launching;
+    if (fresh.retired || fresh.begun >= this.options.retireAfterPages) return this.take();
+    fresh.begun++;
+    return fresh;
+  }
+
+  private async launch(): Promise<PooledBrowser> {
+    const browser = await chromium.launch({ executablePath: dieWithParent(this.options.executablePath), args: CHROMIUM_ARGS, headless: true });
+    const pooled: PooledBrowser = { browser, contexts: new Map(), begun: 0, open: 0, retired: false };
+    this.launched++;
+    this.all.add(pooled);
+    browser.on('disconnected', () => {
+      this.all.delete(pooled);
+      if (this.current === pooled) this.current = undefined;
+      if (!pooled.retired && !this.closed) this.options.log.warn({ pages: pooled.begun }, 'Chromium exited on its own; its open pages fail and are retried, and a new one starts');
+    });
+    this.current = pooled;
+    this.options.log.debug({ launched: this.launched }, 'Chromium started');
+    return pooled;
+  }
+
+  private retire(pooled: PooledBrowser): void {
+    if (pooled.retired) return;
+    pooled.retired = true;
+    if (this.current === pooled) this.current = undefined;
+    if (pooled.open === 0) void this.closeBrowser(pooled);
+  }
+
+  private async closeBrowser(pooled: PooledBrowser): Promise<void> {
+    pooled.retired = true;
+    this.all.delete(pooled);
+    await pooled.browser.close().catch(() => undefined);
+  }
+}
+
+/**
+ * The executable to launch: a small script that runs Chromium with the parent-death signal set
+ * (util-linux setpriv), so the kernel kills the browser when this process dies however it dies;
+ * Chromium's own helper processes end with it. Without setpriv, Chromium itself (it also exits when
+ * its DevTools pipe closes).
+ */
+function dieWithParent(executablePath: string): string {
+  const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find(executable);
+  if (!setpriv) return executablePath;
+  const dir = join(tmpdir(), 'crawlfleet-chromium');
+  const script = `#!/bin/sh\nexec ${setpriv} --pdeathsig KILL -- ${JSON.stringify(executablePath)} "$@"\n`;
+  const path = join(dir, `chromium-${createHash('sha1').update(script).digest('hex').slice(0, 12)}.sh`);
+  if (!executable(path)) {
+    mkdirSync(dir, { recursive: true });
+    // Written aside and renamed: another process may be writing the same script.
+    const aside = `${path}.${process.pid}`;
+    writeFileSync(aside, script, { mode: 0o755 });
+    renameSync(aside, path);
+  }
+  return path;
+}
+
+function executable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}

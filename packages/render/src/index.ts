@@ -1,0 +1,4 @@
+export * from './browser-pool.js';
+export * from './guard-proxy.js';
+export * from './page-renderer.js';
+export * from './script-built.js';

@@ -1,0 +1,166 @@
+import { NonRetryableError, RetryableError, renderSettings, type Logger, type RenderSettings, type Spider } from '@crawlfleet/core';
+import { ForbiddenAddressError, addressPolicy, assertUrlAddressAllowed, makeLookup, type AddressPolicy, type FetchResult } from '@crawlfleet/fetch';
+import type { Page, Response } from 'playwright-core';
+import type { BrowserPool } from './browser-pool.js';
+import { GuardProxy } from './guard-proxy.js';
+import { contentSelectors } from './script-built.js';
+
+/** What one rendered page cost: the requests its scripts made, those blocked by type, those past the budget. */
+export interface RenderedPageStats {
+  requests: number;
+  blocked: number;
+  overBudget: number;
+}
+
+/** Loads a page in a browser the way a fetch answers it (status, headers, final URL, body). */
+export type RenderLoader = (url: string, options: { userAgent: string }) => Promise<FetchResult>;
+
+/**
+ * Renders pages for the render stage: each in a fresh browser context whose traffic all goes
+ * through a GuardProxy for the spider's address policy (one proxy per policy, made on first use),
+ * with the spider's blocked resource types and request budget, and the page's DOM taken once its
+ * wait condition is met.
+ */
+export class PageRenderer {
+  private readonly proxies = new Map<string, Promise<GuardProxy>>();
+
+  constructor(
+    private readonly pool: BrowserPool,
+    /** HOST_RESOLVE: names the guard resolves itself */
+    private readonly overrides: ReadonlyMap<string, string>,
+    private readonly log: Logger,
+    private readonly onPage: (stats: RenderedPageStats) => void = () => undefined,
+  ) {}
+
+  /** Loads a crawl's pages: `contextKey` names the crawl (its pages share a browser context per user agent). */
+  loaderFor(spider: Spider, contextKey: string): RenderLoader {
+    const settings = renderSettings(spider);
+    const policy = addressPolicy(spider);
+    return async (url, { userAgent }) => {
+      await this.vet(url, policy);
+      const proxy = await this.proxyFor(policy);
+      const started = performance.now();
+      const contextOptions = { userAgent, proxy: { server: proxy.url, bypass: '<-loopback>' }, serviceWorkers: 'block' as const, acceptDownloads: false };
+      return this.pool.withPage(`${contextKey} ${proxy.url} ${userAgent}`, contextOptions, async (page) => {
+        const stats: RenderedPageStats = { requests: 0, blocked: 0, overBudget: 0 };
+        await page.route('**/*', (route) => {
+          const request = route.request();
+          // The page's own navigation (and its redirects) is the fetch itself; the rest is its scripts'.
+          if (request.isNavigationRequest() && request.frame().parentFrame() === null) return route.continue();
+          if (settings.block.includes(request.resourceType())) {
+            stats.blocked++;
+            return route.abort('blockedbyclient');
+          }
+          if (stats.requests >= settings.maxRequestsPerPage) {
+            stats.overBudget++;
+            return route.abort('blockedbyclient');
+          }
+          stats.requests++;
+          return route.continue();
+        });
+        try {
+          return await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started);
+        } finally {
+          this.onPage(stats);
+          if (stats.overBudget > 0) this.log.debug({ url, ...stats, maxRequestsPerPage: settings.maxRequestsPerPage }, 'page made more requests than render.maxRequestsPerPage: the rest were refused');
+        }
+      });
+    };
+  }
+
+  async close(): Promise<void> {
+    const proxies = await Promise.allSettled(this.proxies.values());
+    await Promise.all(proxies.map((p) => (p.status === 'fulfilled' ? p.value.close() : undefined)));
+    this.proxies.clear();
+  }
+
+  private async render(page: Page, url: string, settings: RenderSettings, content: string[][], maxBytes: number, started: number): Promise<FetchResult> {
+    let response: Response | null;
+    try {
+      response = await page.goto(url, { waitUntil: 'load', timeout: settings.timeoutMs });
+    } catch (err) {
+      throw navigationError(err, url, settings.timeoutMs);
+    }
+    if (!response) throw new RetryableError('ERR_RENDER', `the browser got no response for ${url}`, { url });
+    const contentType = (await response.headerValue('content-type')) ?? undefined;
+    // A document the browser builds (HTML, XHTML) is taken as its DOM after scripts; anything else as sent.
+    const isDocument = contentType === undefined || /html|xml/i.test(contentType);
+    if (isDocument) await waitForContent(page, settings.waitFor, content);
+    const body = isDocument ? Buffer.from(await page.content(), 'utf8') : await response.body();
+    if (body.length > maxBytes) throw new NonRetryableError('ERR_RESPONSE_TOO_LARGE', `rendered page larger than ${maxBytes} bytes`, { url });
+    let redirects = 0;
+    for (let r = response.request().redirectedFrom(); r; r = r.redirectedFrom()) redirects++;
+    return {
+      url: page.url(),
+      status: response.status(),
+      headers: await response.allHeaders(),
+      // The DOM is serialized as a string: whatever the page's charset was, its bytes here are UTF-8.
+      contentType: isDocument ? 'text/html; charset=utf-8' : contentType,
+      body,
+      elapsedMs: performance.now() - started,
+      redirects,
+    };
+  }
+
+  /** The page's own URL under the guard before a browser opens it: a refusal is the URL's fault, final. */
+  private async vet(url: string, policy: AddressPolicy): Promise<void> {
+    const target = new URL(url);
+    assertUrlAddressAllowed(target, policy);
+    const lookup = makeLookup(this.overrides, policy);
+    if (!lookup) return;
+    await new Promise<void>((resolve, reject) =>
+      lookup(target.hostname.replace(/^\[|\]$/g, ''), { all: true }, (err) => {
+        if (!err) resolve();
+        else if (err instanceof ForbiddenAddressError) reject(err);
+        // A name that does not resolve now: the browser's navigation reports it, as a retryable failure.
+        else resolve();
+      }),
+    );
+  }
+
+  private proxyFor(policy: AddressPolicy): Promise<GuardProxy> {
+    const key = JSON.stringify(policy);
+    let proxy = this.proxies.get(key);
+    if (!proxy) {
+      proxy = GuardProxy.start(policy, this.overrides, (target, reason) => this.log.info({ target, reason }, 'a page requested an address the SSRF guard refuses'));
+      this.proxies.set(key, proxy);
+    }
+    return proxy;
+  }
+}
+
+/**
+ * The page's wait after its load event, all of it within maxWaitMs; the DOM is taken as it is then:
+ * - `waitFor.selector`: until it is in the DOM;
+ * - else until the spider's rules would find their content (contentSelectors): a page's scripts
+ *   may wait, fetch and build for a while, and network idle alone fires too early on a busy machine;
+ * - and `waitFor.networkIdle`, or no rule to wait for: until no request has been in flight for 500 ms.
+ */
+async function waitForContent(page: Page, waitFor: RenderSettings['waitFor'], content: string[][]): Promise<void> {
+  if (waitFor.maxWaitMs === 0) return;
+  const deadline = Date.now() + waitFor.maxWaitMs;
+  const left = () => Math.max(1, deadline - Date.now());
+  if (waitFor.selector !== undefined) await page.waitForSelector(waitFor.selector, { state: 'attached', timeout: left() }).catch(() => undefined);
+  else if (content.length > 0) {
+    await page
+      .waitForFunction((groups) => groups.some((group) => group.every((selector) => (globalThis as unknown as BrowserWindow).document.querySelector(selector) !== null)), content, {
+        timeout: left(),
+        polling: 50,
+      })
+      .catch(() => undefined);
+  }
+  if (waitFor.networkIdle || (waitFor.selector === undefined && content.length === 0)) await page.waitForLoadState('networkidle', { timeout: left() }).catch(() => undefined);
+}
+
+/** The little of a browser's window that a page function here reads (this package is built without the DOM's types). */
+interface BrowserWindow {
+  document: { querySelector(selector: string): unknown };
+}
+
+/** A failed navigation as the fleet's errors: a timeout or a network error is retried. */
+function navigationError(err: unknown, url: string, timeoutMs: number): Error {
+  const message = (err as Error).message ?? String(err);
+  if ((err as Error).name === 'TimeoutError') return new RetryableError('ERR_TIMEOUT', `the page did not load within ${timeoutMs} ms (render.timeoutMs)`, { url });
+  const net = /net::(ERR_[A-Z_]+)/.exec(message);
+  return new RetryableError(net ? `ERR_RENDER_${net[1]!.slice(4)}` : 'ERR_RENDER', message.split('\n')[0]!, { url }, { cause: err });
+}
