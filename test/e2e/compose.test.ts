@@ -34,6 +34,8 @@ const MONITORING = join(ROOT, 'infra', 'monitoring');
 const GRAFANA_DASHBOARD = join(MONITORING, 'grafana', 'dashboards', 'crawlfleet.json');
 
 const IMAGE = 'crawlfleet:latest';
+/** The renderer's image: the same build on a base with Chromium (infra/Dockerfile, VARIANT=renderer). */
+const RENDERER_IMAGE = 'crawlfleet-renderer:latest';
 const WORKERS = { fetcher: { grace: '60s' }, parser: { grace: '60s' }, writer: { grace: '120s' } } as const;
 /** `docker compose up --scale fetcher=3` */
 const SCALE: Record<string, number> = { fetcher: 3 };
@@ -81,7 +83,7 @@ interface Healthcheck {
 interface Service {
   image?: string;
   pull_policy?: string;
-  build?: { context: string; dockerfile?: string } | string;
+  build?: { context: string; dockerfile?: string; args?: Record<string, string> } | string;
   entrypoint?: string[] | string;
   command?: string[] | string;
   environment?: Record<string, string | number | boolean | null>;
@@ -95,6 +97,8 @@ interface Service {
   tmpfs?: string[] | string;
   container_name?: string;
   init?: boolean;
+  mem_limit?: string;
+  shm_size?: string;
 }
 interface Compose {
   services: Record<string, Service>;
@@ -364,16 +368,17 @@ describe('docker-compose.yml', () => {
   afterAll(() => rmSync(home, { recursive: true, force: true }));
 
   describe('the file', () => {
-    test('Debian docker-compose 1.29 accepts it, with and without the monitoring profile, and renders what this test reads', () => {
+    test('Debian docker-compose 1.29 accepts it, with and without its profiles, and renders what this test reads', () => {
       for (const args of [
         ['config', '-q'],
         ['--profile', 'monitoring', 'config', '-q'],
+        ['--profile', 'render', 'config', '-q'],
       ]) {
         const run = dockerCompose(args, { home });
         expect({ args, status: run.status, stderr: run.stderr }).toEqual({ args, status: 0, stderr: '' });
       }
       // Its rendering, with .env.example as the .env file, equals this test's reading of the file.
-      const rendered = dockerCompose(['--profile', 'monitoring', 'config'], { home, envFile: ENV_EXAMPLE });
+      const rendered = dockerCompose(['--profile', 'monitoring', '--profile', 'render', 'config'], { home, envFile: ENV_EXAMPLE });
       expect(rendered.status).toBe(0);
       const theirs = mapStrings(parseYaml(rendered.stdout), (s) => s.replaceAll('$$', '$')) as Compose;
       const fields = (s: Service) => ({
@@ -448,8 +453,12 @@ describe('docker-compose.yml', () => {
       // One image for the fleet, built by exactly one service, from infra/Dockerfile.
       const fleet = Object.entries(s).filter(([, svc]) => svc.image === IMAGE);
       expect(fleet.map(([n]) => n).sort()).toEqual(['dashboard', 'demo-site', 'fetcher', 'parser', 'seeder', 'writer']);
+      // The renderer's, the same Dockerfile's variant with Chromium, by the renderer alone.
       const builders = Object.entries(s).filter(([, svc]) => svc.build !== undefined);
-      expect(builders.map(([n, svc]) => [n, svc.build])).toEqual([['fetcher', { context: '.', dockerfile: 'infra/Dockerfile' }]]);
+      expect(builders.map(([n, svc]) => [n, svc.image, svc.build])).toEqual([
+        ['fetcher', IMAGE, { context: '.', dockerfile: 'infra/Dockerfile' }],
+        ['renderer', RENDERER_IMAGE, { context: '.', dockerfile: 'infra/Dockerfile', args: { VARIANT: 'renderer' } }],
+      ]);
       // Scalable: no fixed container name anywhere, no host port on a worker.
       expect(Object.entries(s).filter(([, svc]) => svc.container_name !== undefined)).toEqual([]);
       for (const [stage, { grace }] of Object.entries(WORKERS)) {
@@ -482,12 +491,28 @@ describe('docker-compose.yml', () => {
       expect(demo).toEqual({ ...books, startUrls: ['http://demo-site:8080/index.html'], allowedDomains: ['demo-site:8080'], allowPrivateAddresses: true });
       expect(list(s['demo-site']!.command)).toEqual(['books', '8080']);
 
-      // The monitoring services only with --profile monitoring.
+      // The renderer: the fetch stage's settings, its own image, more memory; only with --profile render.
+      const renderer = s.renderer!;
+      expect(list(renderer.command)).toEqual(['worker', 'renderer', '--concurrency', '4']);
+      expect(envOf(renderer)).toEqual(envOf(s.fetcher!));
+      expect(dependsOn(renderer)).toEqual({ redis: 'service_healthy' });
+      expect(list(renderer.healthcheck?.test)).toEqual(list(s.fetcher!.healthcheck?.test));
+      expect({ ports: renderer.ports, grace: renderer.stop_grace_period, pull: renderer.pull_policy, init: renderer.init, restart: renderer.restart }).toEqual({
+        ports: undefined,
+        grace: '60s',
+        pull: 'never',
+        init: true,
+        restart: 'unless-stopped',
+      });
+      expect({ mem: renderer.mem_limit, shm: renderer.shm_size }).toEqual({ mem: '2g', shm: '1gb' });
+
+      // The monitoring services only with --profile monitoring, the renderer only with --profile render.
       expect(
         Object.entries(s)
           .filter(([, svc]) => svc.profiles)
           .map(([n, svc]) => [n, svc.profiles]),
       ).toEqual([
+        ['renderer', ['render']],
         ['prometheus', ['monitoring']],
         ['grafana', ['monitoring']],
       ]);
@@ -495,17 +520,17 @@ describe('docker-compose.yml', () => {
 
     test('every image is pinned to a version (Renovate proposes the updates); the fleet image is never pulled', () => {
       const images = Object.entries(compose.services).map(([name, svc]): [string, string] => [name, svc.image ?? '']);
-      const unpinned = images.filter(([, image]) => image !== IMAGE && !/:v?\d+\.\d+\.\d+(-[\w.-]+)?$/.test(image));
+      const unpinned = images.filter(([, image]) => image !== IMAGE && image !== RENDERER_IMAGE && !/:v?\d+\.\d+\.\d+(-[\w.-]+)?$/.test(image));
       expect(unpinned).toEqual([]);
       const from = readFileSync(DOCKERFILE, 'utf8').match(/^ARG NODE_IMAGE=(.+)$/m)?.[1];
       expect(from).toMatch(/^node:24\.\d+\.\d+-bookworm-slim$/);
-      for (const [name, svc] of Object.entries(compose.services)) if (svc.image === IMAGE) expect({ name, pull: svc.pull_policy }).toEqual({ name, pull: 'never' });
+      for (const [name, svc] of Object.entries(compose.services)) if (svc.image === IMAGE || svc.image === RENDERER_IMAGE) expect({ name, pull: svc.pull_policy }).toEqual({ name, pull: 'never' });
       const renovate = JSON.parse(readFileSync(join(ROOT, 'renovate.json'), 'utf8'));
       expect(renovate.enabledManagers).toEqual(expect.arrayContaining(['docker-compose', 'dockerfile', 'kustomize', 'npm']));
     });
 
     test('the same settings as the Kubernetes manifests: commands and drain times', () => {
-      for (const stage of ['fetcher', 'parser', 'writer', 'dashboard']) {
+      for (const stage of ['fetcher', 'parser', 'writer', 'renderer', 'dashboard']) {
         const docs = parseAllDocuments(readFileSync(join(ROOT, 'infra', 'k8s', 'base', `${stage}.yaml`), 'utf8')).map((d) => d.toJS());
         const deployment = docs.find((d) => d?.kind === 'Deployment');
         const pod = deployment.spec.template.spec;
@@ -538,6 +563,30 @@ describe('docker-compose.yml', () => {
       expect(final).toMatch(/^WORKDIR \/app$/m);
       expect(final).toMatch(/^HEALTHCHECK .*CMD \[/m);
       expect(final).toMatch(/^ENTRYPOINT \["crawlfleet"\]$/m);
+    });
+
+    test("the renderer's variant (VARIANT=renderer): the runtime stage on a base with Debian's Chromium; the default stays Node alone", () => {
+      const stages = dockerfileStages();
+      const text = readFileSync(DOCKERFILE, 'utf8');
+      /** A Dockerfile argument as the file spells it: $ and the name in braces. */
+      const arg = (name: string) => ['$', `{${name}}`].join('');
+      expect(text).toMatch(/^ARG VARIANT=slim$/m);
+      // the last stage, what a build without --build-arg gives, is the runtime on the base VARIANT names
+      expect(stages.at(-1)![0]).toBe(`FROM base-${arg('VARIANT')}`);
+      const base = (name: string) => stages.find((st) => new RegExp(`^FROM \\$\\{NODE_IMAGE\\} AS ${name}$`).test(st[0]!));
+      // slim: Node's image as it is, not a layer more
+      expect(base('base-slim')).toEqual([`FROM ${arg('NODE_IMAGE')} AS base-slim`]);
+      const renderer = base('base-renderer')!.join('\n');
+      expect(renderer).toMatch(/apt-get install -y --no-install-recommends chromium fonts-liberation/);
+      expect(renderer).toMatch(/rm -rf \/var\/lib\/apt\/lists\/\*/);
+      expect(renderer).toMatch(/^ENV CHROMIUM_PATH=\/usr\/bin\/chromium$/m);
+      // Chromium is installed by root before the runtime stage, which runs as node
+      expect(renderer).not.toMatch(/^USER /m);
+      // Chromium nowhere else: not in the build stage, not in the runtime stage
+      for (const st of stages.filter((st) => st !== base('base-renderer'))) expect(st.join('\n')).not.toMatch(/chromium/i);
+      // the compose file builds the variant it names
+      const build = compose.services.renderer!.build as { args?: Record<string, string> };
+      expect(base(`base-${build.args!.VARIANT}`)).toBeDefined();
     });
 
     test('every /app path the compose file names is in the image, from a file the build context keeps', () => {
@@ -613,7 +662,7 @@ describe('docker-compose.yml', () => {
     test('Prometheus finds every worker replica by DNS and scrapes the dashboard with its credentials; promtool accepts the config', () => {
       const prometheus = compose.services.prometheus!;
       const workers = prometheusConfig.scrape_configs.find((j) => j.dns_sd_configs);
-      expect(workers!.dns_sd_configs).toEqual([{ names: ['fetcher', 'parser', 'writer'], type: 'A', port: 9464, refresh_interval: '15s' }]);
+      expect(workers!.dns_sd_configs).toEqual([{ names: ['fetcher', 'parser', 'writer', 'renderer'], type: 'A', port: 9464, refresh_interval: '15s' }]);
       for (const name of workers!.dns_sd_configs![0]!.names) expect(envOf(compose.services[name]!).METRICS_PORT).toBe('9464');
       const dash = prometheusConfig.scrape_configs.find((j) => j.basic_auth)!;
       expect(dash.static_configs).toEqual([{ targets: ['dashboard:3000'] }]);
@@ -907,7 +956,8 @@ describe('docker-compose.yml', () => {
         .map((job) => {
           if (job.dns_sd_configs) {
             const { dns_sd_configs: sd, relabel_configs: _relabel, ...rest } = job as { dns_sd_configs: { names: string[] }[]; relabel_configs: unknown };
-            return { ...rest, static_configs: sd[0]!.names.map((stage) => ({ targets: metricsTargets(stage), labels: { stage } })) };
+            // the renderer runs with --profile render only, not here
+            return { ...rest, static_configs: sd[0]!.names.filter((stage) => instances.has(stage)).map((stage) => ({ targets: metricsTargets(stage), labels: { stage } })) };
           }
           if (job.basic_auth)
             return {
@@ -1022,7 +1072,7 @@ describe('docker-compose.yml', () => {
       const crawls = (await (await fetch(`${dashboardUrl}/api/crawls`, { headers: auth })).json()) as { crawlId: string; state: string; counters: { written: number } }[];
       expect(crawls.find((c) => c.crawlId === 'books-demo')).toMatchObject({ state: 'done', counters: { written: 1180 } });
       const queues = (await (await fetch(`${dashboardUrl}/api/queues`, { headers: auth })).json()) as { queues: { name: string }[] };
-      expect(queues.queues.map((q) => q.name).sort()).toEqual(['fetch', 'parse', 'write']);
+      expect(queues.queues.map((q) => q.name).sort()).toEqual(['fetch', 'parse', 'render', 'write']);
 
       // Every scaled fetcher took part; their totals add up to the crawl's counter. Every metric the
       // Grafana dashboard queries is exported by some worker or the dashboard.

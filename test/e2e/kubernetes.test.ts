@@ -52,6 +52,7 @@ const SECRET_KEYS = ['REDIS_URL', 'MONGO_URL', 'PROXY_LIST', 'DASHBOARD_USER', '
 /** What the test's secrets.env holds in place of the examples' replace-me. */
 const TEST_SECRET = 'test-secret-0123';
 const TEST_IMAGE = 'registry.example.com/crawlfleet:1.0.0';
+const TEST_RENDERER_IMAGE = 'registry.example.com/crawlfleet-renderer:1.0.0';
 
 const WORKERS = [
   { stage: 'fetcher', queue: 'fetch', concurrency: 32, grace: 60, threshold: 32 },
@@ -59,15 +60,26 @@ const WORKERS = [
   { stage: 'writer', queue: 'write', concurrency: 32, grace: 120, threshold: 500 },
 ] as const;
 
+/** The renderer: the fetch stage's jobs that need a browser, from the `render` queue, in the image's variant with Chromium. */
+const RENDERER = { name: 'crawlfleet-renderer', queue: 'render', concurrency: 4, grace: 60 } as const;
+
 const OVERLAYS = {
   small: {
-    maxReplicas: { fetcher: 4, parser: 3, writer: 3 },
+    maxReplicas: { fetcher: 4, parser: 3, writer: 3, renderer: 2 },
     fetcherConcurrency: 32,
     databases: true,
     image: 'crawlfleet:latest',
+    rendererImage: 'crawlfleet-renderer:latest',
     secretKeys: [...SECRET_KEYS, 'REDIS_PASSWORD', 'MONGO_USER', 'MONGO_PASSWORD'],
   },
-  large: { maxReplicas: { fetcher: 32, parser: 16, writer: 8 }, fetcherConcurrency: 64, databases: false, image: TEST_IMAGE, secretKeys: SECRET_KEYS },
+  large: {
+    maxReplicas: { fetcher: 32, parser: 16, writer: 8, renderer: 16 },
+    fetcherConcurrency: 64,
+    databases: false,
+    image: TEST_IMAGE,
+    rendererImage: TEST_RENDERER_IMAGE,
+    secretKeys: SECRET_KEYS,
+  },
 } as const;
 
 function kustomize(): string {
@@ -80,9 +92,10 @@ function kustomize(): string {
 
 /**
  * A copy of infra/k8s with what an operator writes before applying an overlay: secrets.env from
- * its example (every replace-me set), and for the large overlay image.env.
+ * its example (every replace-me set), and for the large overlay image.env (both images, or the
+ * fleet's alone with `rendererImage: false`).
  */
-function operatorCopy(files: { secrets?: boolean; image?: boolean } = { secrets: true, image: true }): string {
+function operatorCopy(files: { secrets?: boolean; image?: boolean; rendererImage?: boolean } = { secrets: true, image: true }): string {
   const dir = mkdtempSync(join(tmpdir(), 'crawlfleet-k8s-'));
   cpSync(join(ROOT, 'infra', 'k8s'), dir, { recursive: true });
   for (const overlay of Object.keys(OVERLAYS)) {
@@ -91,7 +104,7 @@ function operatorCopy(files: { secrets?: boolean; image?: boolean } = { secrets:
     const example = readFileSync(join(dir, 'overlays', overlay, 'secrets.env.example'), 'utf8');
     if (files.secrets) writeFileSync(join(dir, 'overlays', overlay, 'secrets.env'), example.replaceAll('replace-me', TEST_SECRET));
   }
-  if (files.image) writeFileSync(join(dir, 'overlays', 'large', 'image.env'), `IMAGE=${TEST_IMAGE}\n`);
+  if (files.image) writeFileSync(join(dir, 'overlays', 'large', 'image.env'), `IMAGE=${TEST_IMAGE}\n${files.rendererImage === false ? '' : `RENDERER_IMAGE=${TEST_RENDERER_IMAGE}\n`}`);
   return dir;
 }
 
@@ -258,7 +271,7 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
           if (!ref) continue;
           expect({ env: `${id(w)}/${c.name}/${e.name}`, secret: ref.name, key: keys.includes(ref.key) }).toEqual({ env: `${id(w)}/${c.name}/${e.name}`, secret: SECRET, key: true });
           // crawlfleet's credentials come from the Secret under their own name; only PROXY_LIST may be absent
-          if (c.image === expected.image) expect(ref.key).toBe(e.name);
+          if (c.image === expected.image || c.image === expected.rendererImage) expect(ref.key).toBe(e.name);
           expect(ref.optional ?? false).toBe(e.name === 'PROXY_LIST');
         }
       }
@@ -323,6 +336,96 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
       // A fetcher per as many ready requests as it runs at once.
       expect(trigger.metadata?.threshold).toBe(String(stage === 'fetcher' ? expected.fetcherConcurrency : threshold));
       expect(so.fallback).toEqual({ failureThreshold: 3, replicas: 2 });
+    });
+  });
+
+  describe('the renderer (infra/k8s/base/renderer.yaml)', () => {
+    test("Deployment: the Chromium image, the fetchers' settings, probes, Chromium's memory, /tmp and a memory-backed /dev/shm, restricted profile", () => {
+      const d = one<IDeployment>('Deployment', RENDERER.name);
+      const template = d.spec!.template;
+      const pod = template.spec!;
+      expect(pod.containers).toHaveLength(1);
+      const c = pod.containers[0]!;
+      // the image's variant with Chromium, not the fleet's small image
+      expect(c.image).toBe(expected.rendererImage);
+      expect(c.image).not.toBe(expected.image);
+      expect(c.args).toEqual(['worker', 'renderer', '--concurrency', String(RENDERER.concurrency)]);
+      const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? `secret:${e.valueFrom?.secretKeyRef?.key}`]));
+      // the fetch stage's settings, as the fetcher has them; CHROMIUM_PATH is the image's
+      const fetcher = one<IDeployment>('Deployment', 'crawlfleet-fetcher').spec!.template.spec!.containers[0]!;
+      const fetcherEnv = Object.fromEntries((fetcher.env ?? []).map((e) => [e.name, e.value ?? `secret:${e.valueFrom?.secretKeyRef?.key}`]));
+      expect(env).toEqual(fetcherEnv);
+      expect(env).toEqual({
+        REDIS_URL: 'secret:REDIS_URL',
+        PROXY_LIST: 'secret:PROXY_LIST',
+        QUEUE_PREFIX: 'crawlfleet',
+        LOG_LEVEL: 'info',
+        METRICS_PORT: '9464',
+        METRICS_HOST: '0.0.0.0',
+      });
+
+      expect(c.ports).toContainEqual(expect.objectContaining({ name: 'metrics', containerPort: 9464 }));
+      expect(c.startupProbe?.httpGet).toMatchObject({ path: '/healthz', port: 'metrics' });
+      expect(c.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: 'metrics' });
+      expect(c.readinessProbe?.httpGet).toMatchObject({ path: '/readyz', port: 'metrics' });
+      expect(template.metadata?.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9464', 'prometheus.io/path': '/metrics' });
+      expect(pod.terminationGracePeriodSeconds).toBe(RENDERER.grace);
+
+      // Chromium's memory: 1 GiB requested, 2 GiB at most; a core or two.
+      expect(c.resources).toEqual({ requests: { cpu: '1', memory: '1Gi' }, limits: { cpu: '2', memory: '2Gi' } });
+      expectRestricted(RENDERER.name, template, 1000);
+      // /tmp: the browser's profile and, under --disable-dev-shm-usage, its shared memory; /dev/shm in memory.
+      const volume = (mountPath: string) => pod.volumes?.find((v) => v.name === c.volumeMounts?.find((m) => m.mountPath === mountPath)?.name);
+      expect(volume('/tmp')?.emptyDir).toEqual({ sizeLimit: '1Gi' });
+      expect(volume('/dev/shm')?.emptyDir).toEqual({ medium: 'Memory', sizeLimit: '512Mi' });
+      expect(d.spec!.replicas).toBeUndefined();
+    });
+
+    test('a PodDisruptionBudget and a metrics Service select its pods; Prometheus annotations like the other workers', () => {
+      const labels = one<IDeployment>('Deployment', RENDERER.name).spec!.template.metadata!.labels;
+      expect(labels).toEqual({ 'app.kubernetes.io/name': 'crawlfleet', 'app.kubernetes.io/component': 'renderer', 'app.kubernetes.io/part-of': 'crawlfleet' });
+      const pdbs = all<IPodDisruptionBudget>('PodDisruptionBudget').filter((p) => selects(p.spec!.selector?.matchLabels, labels));
+      expect(pdbs).toHaveLength(1);
+      expect(pdbs[0]!.spec!.maxUnavailable).toBe(1);
+      const services = all<IService>('Service').filter((s) => selects(s.spec!.selector, labels));
+      expect(services.map((s) => [s.metadata.name, s.spec!.clusterIP, s.spec!.ports])).toEqual([
+        ['crawlfleet-renderer-metrics', 'None', [{ name: 'metrics', port: 9464, targetPort: 'metrics', protocol: 'TCP' }]],
+      ]);
+    });
+
+    test('a ScaledObject scales it from 0 on max(crawlfleet_queue_ready{queue="render"}), 4 ready renders per replica, falling back to 1', () => {
+      const scalers = all<IScaledObject>('ScaledObject').filter((s) => s.spec.scaleTargetRef.name === RENDERER.name);
+      expect(scalers).toHaveLength(1);
+      expect(scalers[0]!.metadata.name).toBe(RENDERER.name);
+      expect(scalers[0]!.spec).toEqual({
+        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: RENDERER.name },
+        pollingInterval: 15,
+        cooldownPeriod: 120,
+        minReplicaCount: 0,
+        maxReplicaCount: expected.maxReplicas.renderer,
+        advanced: { horizontalPodAutoscalerConfig: { behavior: { scaleDown: { stabilizationWindowSeconds: 120 } } } },
+        fallback: { failureThreshold: 3, replicas: 1 },
+        triggers: [
+          {
+            type: 'prometheus',
+            metadata: {
+              serverAddress: 'http://prometheus.monitoring.svc:9090',
+              query: `max(crawlfleet_queue_ready{queue="${RENDERER.queue}"})`,
+              threshold: String(RENDERER.concurrency),
+              ignoreNullValues: 'false',
+            },
+          },
+        ],
+      });
+      // The threshold is the Deployment's --concurrency, and the fetcher's trigger differs in its queue alone.
+      const args = one<IDeployment>('Deployment', RENDERER.name).spec!.template.spec!.containers[0]!.args!;
+      expect(scalers[0]!.spec.triggers[0]!.metadata!.threshold).toBe(args[args.indexOf('--concurrency') + 1]);
+      const fetcherTrigger = one<IScaledObject>('ScaledObject', 'crawlfleet-fetcher').spec.triggers[0]!;
+      expect({ type: fetcherTrigger.type, server: fetcherTrigger.metadata!.serverAddress, query: fetcherTrigger.metadata!.query!.replace('"fetch"', `"${RENDERER.queue}"`) }).toEqual({
+        type: 'prometheus',
+        server: scalers[0]!.spec.triggers[0]!.metadata!.serverAddress,
+        query: scalers[0]!.spec.triggers[0]!.metadata!.query,
+      });
     });
   });
 
@@ -431,11 +534,12 @@ describe.each(Object.keys(OVERLAYS) as (keyof typeof OVERLAYS)[])('infra/k8s/ove
   }
 });
 
-describe("infra/k8s: what the operator must provide, and the fetchers' egress", () => {
-  test('an overlay does not build without secrets.env (no placeholder Secret over a real one), nor the large one without image.env', () => {
+describe('infra/k8s: what the operator must provide, and the egress of the pods that fetch the web', () => {
+  test('an overlay does not build without secrets.env (no placeholder Secret over a real one), nor the large one without image.env and both its images', () => {
     const build = (dir: string, overlay: string) => spawnSync(kustomize(), ['build', join(dir, 'overlays', overlay)], { encoding: 'utf8' });
     const noSecrets = operatorCopy({ image: true });
     const noImage = operatorCopy({ secrets: true });
+    const noRendererImage = operatorCopy({ secrets: true, image: true, rendererImage: false });
     try {
       for (const overlay of Object.keys(OVERLAYS)) {
         const r = build(noSecrets, overlay);
@@ -444,20 +548,30 @@ describe("infra/k8s: what the operator must provide, and the fetchers' egress", 
       const r = build(noImage, 'large');
       expect({ status: r.status === 0, error: /image\.env/.test(r.stderr) }).toEqual({ status: false, error: true });
       expect(build(noImage, 'small').status).toBe(0);
+      // image.env with the fleet's image alone: the renderers would run an image without Chromium
+      const noRenderer = build(noRendererImage, 'large');
+      expect({ status: noRenderer.status === 0, error: /RENDERER_IMAGE/.test(noRenderer.stderr) }).toEqual({ status: false, error: true });
     } finally {
       rmSync(noSecrets, { recursive: true, force: true });
       rmSync(noImage, { recursive: true, force: true });
+      rmSync(noRendererImage, { recursive: true, force: true });
     }
     // The examples hold replace-me, which crawlfleet refuses at start (test/unit/env-placeholders.test.ts).
     for (const overlay of Object.keys(OVERLAYS)) expect(readFileSync(join(ROOT, 'infra', 'k8s', 'overlays', overlay, 'secrets.env.example'), 'utf8')).toMatch(/^DASHBOARD_PASSWORD=replace-me$/m);
   });
 
-  test.each(Object.keys(OVERLAYS))("%s: the fetchers reach DNS, the data stores and the public web, not the cluster's ranges or 169.254.169.254", (overlay) => {
+  const egressCases = Object.keys(OVERLAYS).flatMap((overlay) => ['fetcher', 'renderer'].map((component) => [overlay, component] as const));
+  test.each(egressCases)("%s: the %ss reach DNS, the data stores and the public web, not the cluster's ranges or 169.254.169.254", (overlay, component) => {
     const objects = render(overlay);
-    const fetcher = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'crawlfleet-fetcher') as IDeployment & K8sObject;
     const policies = objects.filter((o) => o.kind === 'NetworkPolicy') as (INetworkPolicy & K8sObject)[];
-    const own = policies.filter((p) => selects(p.spec!.podSelector?.matchLabels, fetcher.spec!.template.metadata?.labels));
+    const ownPolicies = (name: string) => {
+      const workload = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === name) as IDeployment & K8sObject;
+      return policies.filter((p) => selects(p.spec!.podSelector?.matchLabels, workload.spec!.template.metadata?.labels));
+    };
+    const own = ownPolicies(`crawlfleet-${component}`);
     expect(own).toHaveLength(1);
+    // a browser loads what a page asks for: the renderers' wall is the fetchers' own
+    expect(own[0]!.spec!.egress).toEqual(ownPolicies('crawlfleet-fetcher')[0]!.spec!.egress);
     const spec = own[0]!.spec!;
     expect(spec.policyTypes).toEqual(['Egress']);
     const rules = spec.egress ?? [];
@@ -476,7 +590,7 @@ describe("infra/k8s: what the operator must provide, and the fetchers' egress", 
 describe('infra/k8s/components/monitoring (Prometheus Operator)', () => {
   const objects = () => render('small', ['monitoring']);
 
-  test('ServiceMonitors find the three worker Services on their metrics port and the dashboard with its credentials; every object is valid', () => {
+  test('ServiceMonitors find the four worker Services on their metrics port and the dashboard with its credentials; every object is valid', () => {
     const all = objects();
     expect(schemaErrors(all)).toEqual([]);
     const monitors = all.filter((o) => o.kind === 'ServiceMonitor') as (IServiceMonitor & K8sObject)[];
@@ -492,7 +606,7 @@ describe('infra/k8s/components/monitoring (Prometheus Operator)', () => {
       selected(workers)
         .map((svc) => svc.metadata.name)
         .sort(),
-    ).toEqual(['crawlfleet-fetcher-metrics', 'crawlfleet-parser-metrics', 'crawlfleet-writer-metrics']);
+    ).toEqual(['crawlfleet-fetcher-metrics', 'crawlfleet-parser-metrics', 'crawlfleet-renderer-metrics', 'crawlfleet-writer-metrics']);
     for (const svc of selected(workers)) expect(svc.spec!.ports?.map((p) => p.name)).toContain(workers.spec.endpoints![0]!.port);
     expect(workers.spec.endpoints![0]!.relabelings).toContainEqual(expect.objectContaining({ targetLabel: 'stage' }));
     const dashboard = monitors.find((m) => m.metadata.name === 'crawlfleet-dashboard')!;
