@@ -120,6 +120,27 @@ describe('pages that need a browser (render)', () => {
     }
   });
 
+  test("a rendered page's requests to its own host count against the host's delay: its next page comes that many delays later", async () => {
+    const site = await startScriptSite({ products: 3, perPage: 3 });
+    const dir = tempDir('render-polite');
+    try {
+      // One page at a time, 2 s between requests; each app page makes 2 more (its script, its JSON).
+      const spider = writeJson(dir, 'shop.json', { ...scriptSiteSpider(site.url, 'always'), startUrls: [`${site.url}/app/list/1.html`], politeness: { concurrencyPerHost: 1, delayPerHost: 2000 } });
+      const run = await runCli(['crawl', spider, '--out', join(dir, 'items.jsonl'), '--json', '--quiet'], { env: envFor('render-polite') });
+      expect(run.code).toBe(0);
+      expect(lastLine(run.stdout).counters).toMatchObject({ fetched: 4, rendered: 4, items: 3 });
+      const navigations = site.requests.filter((r) => /^\/app\/.*\.html$/.test(r.path)).map((r) => r.at);
+      expect(navigations).toHaveLength(4);
+      // The item pages' (the list page's navigation waited for the browser to start, a lag of its own).
+      const gaps = navigations.slice(2).map((at, i) => at - navigations[i + 1]!);
+      // 3 requests of the host per page: its next page 6 s after it began (the browser's start of a
+      // navigation lags the grant by a moment, which varies); 2 s apart, or the time to render, without.
+      expect(Math.min(...gaps)).toBeGreaterThanOrEqual(5000);
+    } finally {
+      await site.close();
+    }
+  });
+
   test("the SSRF guard holds for the browser: a page's script reaching for 169.254.169.254, another loopback address and a private one gets nowhere, and the page's own content is still extracted", async () => {
     const loopback = await trap('127.0.0.2');
     const local = await trap('127.0.0.1');

@@ -32,6 +32,8 @@ export interface FetchResult {
   redirects: number;
   /** the exchange as on the wire, when asked for (FetchOptions.keepWire) */
   wire?: WireExchange;
+  /** a rendered page: the requests its browser made to the page's own host besides the navigation */
+  hostRequests?: number;
 }
 
 /** What a single request needs of a spider. */

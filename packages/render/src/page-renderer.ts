@@ -5,9 +5,10 @@ import type { BrowserPool } from './browser-pool.js';
 import { GuardProxy } from './guard-proxy.js';
 import { contentSelectors } from './script-built.js';
 
-/** What one rendered page cost: the requests its scripts made, those blocked by type, those past the budget. */
+/** What one rendered page cost: the requests its scripts made (those to its own host among them), those blocked by type, those past the budget. */
 export interface RenderedPageStats {
   requests: number;
+  hostRequests: number;
   blocked: number;
   overBudget: number;
 }
@@ -42,7 +43,8 @@ export class PageRenderer {
       const started = performance.now();
       const contextOptions = { userAgent, proxy: { server: proxy.url, bypass: '<-loopback>' }, serviceWorkers: 'block' as const, acceptDownloads: false };
       return this.pool.withPage(`${contextKey} ${proxy.url} ${userAgent}`, contextOptions, async (page) => {
-        const stats: RenderedPageStats = { requests: 0, blocked: 0, overBudget: 0 };
+        const stats: RenderedPageStats = { requests: 0, hostRequests: 0, blocked: 0, overBudget: 0 };
+        const host = new URL(url).host;
         await page.route('**/*', (route) => {
           const request = route.request();
           // The page's own navigation (and its redirects) is the fetch itself; the rest is its scripts'.
@@ -56,10 +58,11 @@ export class PageRenderer {
             return route.abort('blockedbyclient');
           }
           stats.requests++;
+          if (new URL(request.url()).host === host) stats.hostRequests++;
           return route.continue();
         });
         try {
-          return await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started);
+          return { ...(await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started)), hostRequests: stats.hostRequests };
         } finally {
           this.onPage(stats);
           if (stats.overBudget > 0) this.log.debug({ url, ...stats, maxRequestsPerPage: settings.maxRequestsPerPage }, 'page made more requests than render.maxRequestsPerPage: the rest were refused');

@@ -150,7 +150,10 @@ function startFetchStage(ctx: FleetContext, options: FetchStageOptions): Running
           data.known,
           recrawl!,
         );
-      const fetched = { counters: { fetched: 1, ...(renderer ? { rendered: 1 } : {}) }, url: { fingerprint, state: 'd' }, host: outcome.host };
+      // A rendered page's requests to its own host (scripts, XHR) count against the host as requests
+      // of its own would: its next turn comes that many delays later.
+      const host = page.hostRequests ? { ...outcome.host, startedAt: outcome.host.startedAt + page.hostRequests * outcome.host.delayMs } : outcome.host;
+      const fetched = { counters: { fetched: 1, ...(renderer ? { rendered: 1 } : {}) }, url: { fingerprint, state: 'd' }, host };
       // A recrawl's 304: the page is as it was; its record is refreshed, and it is not parsed again.
       if (recrawl && data.known && page.status === 304) return { ...fetched, counters: { fetched: 1, notModified: 1 }, ...toWriters(visit(304).record) };
       if (verdict.kind === 'blocked') {
@@ -165,7 +168,7 @@ function startFetchStage(ctx: FleetContext, options: FetchStageOptions): Running
         // scope, robots.txt, its host's slot), at the same depth.
         const redirects = (data.redirects ?? 0) + page.redirects + 1;
         const target = canonicalizeUrl(verdict.location);
-        const done = { url: { fingerprint, state: 'd' }, host: outcome.host, ...archive };
+        const done = { url: { fingerprint, state: 'd' }, host, ...archive };
         if (redirects > spider.limits.maxRedirects)
           throw new GiveUpError('ERR_TOO_MANY_REDIRECTS', `more than ${spider.limits.maxRedirects} redirects (limits.maxRedirects), the last to ${verdict.location}`, done, { url: data.url });
         if (!target) throw new GiveUpError('ERR_HTTP_STATUS', `HTTP ${page.status} to ${verdict.location}, which is not an http(s) URL`, done, { url: data.url });
