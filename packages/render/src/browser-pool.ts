@@ -36,7 +36,7 @@ const CHROMIUM_ARGS = [
 
 interface PooledBrowser {
   browser: Browser;
-  /** the browser's contexts by key (a crawl and its user agent): pages of one key share cookies and cache */
+  /** the browser's contexts by key (a crawl): pages of one key share cookies and cache */
   contexts: Map<string, Promise<BrowserContext>>;
   /** pages begun in this browser */
   begun: number;
@@ -46,7 +46,7 @@ interface PooledBrowser {
 
 /**
  * Chromium for the render stage: one browser at a time takes new pages, each in the browser's
- * context for its key (one per crawl and user agent: a crawl's pages share cookies and cache, as a
+ * context for its key (one per crawl: a crawl's pages share cookies, cache and a user agent, as a
  * browser's tabs do, and one crawl's never reach another's; a context per page would start a
  * renderer process per page, 2.5 times the CPU), and a browser is retired after
  * `retireAfterPages` pages: it takes no new page and closes once its last one ends, and a fresh

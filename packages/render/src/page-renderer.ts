@@ -33,7 +33,7 @@ export class PageRenderer {
     private readonly onPage: (stats: RenderedPageStats) => void = () => undefined,
   ) {}
 
-  /** Loads a crawl's pages: `contextKey` names the crawl (its pages share a browser context per user agent). */
+  /** Loads a crawl's pages: `contextKey` names the crawl (its pages share a browser context). */
   loaderFor(spider: Spider, contextKey: string): RenderLoader {
     const settings = renderSettings(spider);
     const policy = addressPolicy(spider);
@@ -41,8 +41,11 @@ export class PageRenderer {
       await this.vet(url, policy);
       const proxy = await this.proxyFor(policy);
       const started = performance.now();
+      // A crawl's pages share a context, whose user agent is the one picked for its first page: a
+      // browser keeps one identity, and rotating it per page would cost a new context (and renderer
+      // processes) per page. A retired browser's successor picks again.
       const contextOptions = { userAgent, proxy: { server: proxy.url, bypass: '<-loopback>' }, serviceWorkers: 'block' as const, acceptDownloads: false };
-      return this.pool.withPage(`${contextKey} ${proxy.url} ${userAgent}`, contextOptions, async (page) => {
+      return this.pool.withPage(`${contextKey} ${proxy.url}`, contextOptions, async (page) => {
         const stats: RenderedPageStats = { requests: 0, hostRequests: 0, blocked: 0, overBudget: 0 };
         const host = new URL(url).host;
         await page.route('**/*', (route) => {
