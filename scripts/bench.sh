@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # npm run bench: installs what is missing (nginx for the sites, GNU time for the per-process figures,
 # python3-doc for the documentation site), starts a private Redis and a private FerretDB, runs
-# bench/run.js (its head lists the knobs: BENCH_ROUNDS, BENCH_SITES, BENCH_MODES, ...).
+# bench/run.js (its head lists the knobs: BENCH_ROUNDS, BENCH_SITES, BENCH_MODES, ...), then the
+# render benchmark, bench/render.js (Chromium: Debian's chromium unless BENCH_CHROMIUM is given;
+# BENCH_RENDER=0 skips it; its head lists its knobs).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
@@ -25,3 +27,7 @@ if [ -z "${MONGO_URL:-}" ] && [ -n "${FERRETDB_BIN:-}" ]; then
   export BENCH_STORE_PID=$ferret_pid
 fi
 node bench/run.js
+if [ "${BENCH_RENDER:-1}" = 1 ]; then
+  [ -n "${BENCH_CHROMIUM:-}" ] || ensure_debian_package chromium chromium
+  node bench/render.js
+fi
