@@ -9,8 +9,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
 ensure_debian_package nginx nginx
 ensure_debian_package /usr/bin/time time
-# python3-doc has no command to look for
-compgen -G '/usr/share/doc/python3*-doc/html/index.html' >/dev/null || ensure_debian_package "(python3-doc)" python3-doc
+# the documentation site (python3-doc)
+ensure_python_docs
 # nginx lives in /usr/sbin, which a non-root PATH may lack
 export PATH="$PATH:/usr/sbin"
 prepare_private_run "$root"

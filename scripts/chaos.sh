@@ -8,8 +8,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
 ensure_debian_package redis-server redis-server
-# python3-doc has no command to look for: the check is its html folder.
-compgen -G '/usr/share/doc/python3*-doc/html/index.html' >/dev/null || ensure_debian_package "(python3-doc)" python3-doc
+# the chaos suite's site: Debian's Python documentation
+ensure_python_docs
 ensure_node_modules "$root"
 ensure_ferretdb
 ensure_warc_tools

@@ -12,6 +12,22 @@ ensure_debian_package() { # command package [apt-get install options...]
   $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" "$package" >/dev/null
 }
 
+# Debian's Python documentation (python3-doc), the chaos suite's and the benchmark's site. It has no
+# command to look for: the check is its html folder. A package installed without it (files removed
+# since, or a dpkg filter that drops /usr/share/doc, as slim images have) is installed again.
+ensure_python_docs() {
+  local html='/usr/share/doc/python3*-doc/html/index.html'
+  compgen -G "$html" >/dev/null && return 0
+  ensure_debian_package "(python3-doc)" python3-doc
+  compgen -G "$html" >/dev/null && return 0
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  # shellcheck disable=SC2046
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --reinstall python3-doc $(dpkg-query -W -f '${Package}\n' 'python3.*-doc' 2>/dev/null) >/dev/null
+  compgen -G "$html" >/dev/null && return 0
+  echo "python3-doc is installed but /usr/share/doc/python3*-doc/html is not: a dpkg filter (/etc/dpkg/dpkg.cfg.d) drops /usr/share/doc?" >&2
+  return 1
+}
+
 # Debian's Python modules (for /usr/bin/python3), for example the real-pages test's reference decoder.
 ensure_debian_python_module() { # module package
   /usr/bin/python3 -c "import $1" >/dev/null 2>&1 && return 0

@@ -28,6 +28,8 @@ have_image() { image_exists "$1" || docker pull -q "$1" >/dev/null 2>&1; }
 # the "slim" dpkg filter (no documentation but the copyrights, no manuals, no translations; as
 # debuerreotype's slimify writes it), applied to what debootstrap installed too.
 write_debian_slim_config() { # rootfs
+  # Never this machine's own root: the filter below deletes documentation.
+  case "$1" in '' | / | //*) echo "write_debian_slim_config: refusing rootfs '$1'" >&2; return 1 ;; esac
   rm -f "$1/etc/apt/sources.list"
   mkdir -p "$1/etc/apt/sources.list.d" "$1/etc/dpkg/dpkg.cfg.d"
   cat >"$1/etc/apt/sources.list.d/debian.sources" <<'EOF'

@@ -18,8 +18,8 @@ ensure_debian_package chromium chromium
 # only `docker-compose config` is used: no Docker engine (a recommended package) is wanted
 ensure_debian_package docker-compose docker-compose --no-install-recommends
 ensure_debian_package redis-server redis-server
-# the chaos suite's site, Debian's Python documentation; python3-doc has no command to look for
-compgen -G '/usr/share/doc/python3*-doc/html/index.html' >/dev/null || ensure_debian_package "(python3-doc)" python3-doc
+# the chaos suite's site, Debian's Python documentation
+ensure_python_docs
 ensure_kustomize
 ensure_warc_tools
 prepare_private_run "$root"

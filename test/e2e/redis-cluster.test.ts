@@ -188,7 +188,7 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
       try {
         await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000, 'the dashboard');
         const queues = (await (await fetch(`http://127.0.0.1:${port}/api/queues`)).json()) as { queues: { name: string; counts: Record<string, number> }[] };
-        expect(queues.queues.map((q) => q.name).sort()).toEqual(['fetch', 'parse', 'write']);
+        expect(queues.queues.map((q) => q.name).sort()).toEqual(['fetch', 'parse', 'render', 'write']);
         const crawls = (await (await fetch(`http://127.0.0.1:${port}/api/crawls`)).json()) as { crawlId: string; state: string }[];
         expect(crawls.map((c) => [c.crawlId, c.state])).toEqual([['on-cluster', 'done']]);
         expect(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).toContain('crawlfleet_queue_backlog');
