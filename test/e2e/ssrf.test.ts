@@ -269,7 +269,8 @@ describe('the proxy probe: a crawled page cannot choose where it goes', () => {
   });
 
   const env = (extra: Record<string, string> = {}) => testEnv(prefix, { PROXY_LIST: proxy.url, LOG_LEVEL: 'debug', ...extra });
-  const proxyState = async (crawlId: string): Promise<string> => JSON.parse((await runCli(['status', '--crawl-id', crawlId, '--json'], { env: env() })).stdout).proxies[0].state;
+  // undefined until a fetcher of the fleet has registered the proxy (one just started may not have yet)
+  const proxyState = async (crawlId: string): Promise<string | undefined> => JSON.parse((await runCli(['status', '--crawl-id', crawlId, '--json'], { env: env() })).stdout).proxies[0]?.state;
   /** what the internal service and the proxy saw since `mark()` */
   let marks = { internal: 0, tunnels: 0 };
   const mark = () => (marks = { internal: internal.requests.length, tunnels: proxy.connects().length });

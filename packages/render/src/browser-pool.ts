@@ -3,7 +3,7 @@ import { accessSync, constants, mkdirSync, renameSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '@crawlfleet/core';
-import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, BrowserContextOptions, Page } from 'playwright-core';
 
 export interface BrowserPoolOptions {
   /** Chromium's executable (CHROMIUM_PATH; Debian's /usr/bin/chromium by default) */
@@ -112,6 +112,9 @@ export class BrowserPool {
   }
 
   private async launch(): Promise<PooledBrowser> {
+    // Loaded with the first page rendered: playwright-core takes about a second to load, which every
+    // fetcher (this package's pure parts) and every `crawl` would pay otherwise.
+    const { chromium } = await import('playwright-core');
     const browser = await chromium.launch({ executablePath: dieWithParent(this.options.executablePath), args: CHROMIUM_ARGS, headless: true });
     const pooled: PooledBrowser = { browser, contexts: new Map(), begun: 0, open: 0, retired: false };
     this.launched++;
