@@ -156,10 +156,18 @@ describe('pages that need a browser (render)', () => {
     const dir = tempDir('render-guard');
     try {
       // The site's own address is allowed (allowedAddresses: 127.0.0.1), and only its port is the site.
-      const spider = writeJson(dir, 'shop.json', { ...scriptSiteSpider(site.url, 'always'), startUrls: [`${site.url}/app/list/1.html`] });
+      // A start URL on another loopback address is refused before a browser opens it.
+      const forbidden = `http://127.0.0.2:${loopback.port}/page.html`;
+      const spider = writeJson(dir, 'shop.json', { ...scriptSiteSpider(site.url, 'always'), startUrls: [`${site.url}/app/list/1.html`, forbidden] });
       const out = join(dir, 'items.jsonl');
       const run = await runCli(['crawl', spider, '--out', out, '--json'], { env: envFor('render-guard') });
       expect(run.code).toBe(0);
+      expect(lastLine(run.stdout).counters).toMatchObject({ fetched: 5, rendered: 5, failed: 1 });
+      const deadLettered = run.stderr
+        .split('\n')
+        .filter((l) => l.includes('"dead-lettered"'))
+        .map((l) => JSON.parse(l) as { url: string; code: string });
+      expect(deadLettered.map(({ url, code }) => ({ url, code }))).toEqual([{ url: forbidden, code: 'ERR_FORBIDDEN_ADDRESS' }]);
       expect(comparable(readJsonl(out), FIELDS)).toEqual(comparable(truth(site.url, 4, ['app']), FIELDS));
       expect(loopback.hits).toEqual([]);
       expect(local.hits).toEqual([]);

@@ -59,8 +59,7 @@ export class BrowserPool {
   private launching: Promise<PooledBrowser> | undefined;
   private readonly all = new Set<PooledBrowser>();
   private closed = false;
-  /** browsers launched, for the metrics and the tests */
-  launched = 0;
+  private launched = 0;
 
   constructor(private readonly options: BrowserPoolOptions) {}
 
@@ -83,11 +82,6 @@ export class BrowserPool {
       pooled.open--;
       if (pooled.retired && pooled.open === 0) await this.closeBrowser(pooled);
     }
-  }
-
-  /** Browsers running now (a retired one until its last page ends). */
-  get browsers(): number {
-    return this.all.size;
   }
 
   async close(): Promise<void> {

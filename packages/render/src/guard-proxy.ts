@@ -51,19 +51,23 @@ export class GuardProxy {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
-  /** The address a request to `host` may connect to, or the reason it may not. */
-  private async vet(host: string, port: number): Promise<{ address: string } | { refused: string }> {
+  /**
+   * The address a request to `host` may connect to, or the reason it may not: `forbidden` when the
+   * guard refuses the address (the name resolved, or is, a forbidden one), not when it did not resolve.
+   */
+  async vet(host: string, port: number): Promise<{ address: string } | { refused: string; forbidden?: ForbiddenAddressError }> {
     const bare = host.replace(/^\[|\]$/g, '');
     try {
       assertUrlAddressAllowed(new URL(`http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}/`), this.policy);
     } catch (err) {
-      return { refused: (err as Error).message };
+      return { refused: (err as Error).message, ...(err instanceof ForbiddenAddressError ? { forbidden: err } : {}) };
     }
     const lookup = this.lookup;
     if (!lookup) return { address: bare };
     return new Promise((resolve) => {
       lookup(bare, { all: true }, (err, answers) => {
-        if (err) resolve({ refused: err instanceof ForbiddenAddressError ? err.message : `${host}: ${err.message}` });
+        if (err instanceof ForbiddenAddressError) resolve({ refused: err.message, forbidden: err });
+        else if (err) resolve({ refused: `${host}: ${err.message}` });
         else resolve({ address: (answers as LookupAddress[])[0]!.address });
       });
     });

@@ -1,5 +1,5 @@
 import { NonRetryableError, RetryableError, renderSettings, type Logger, type RenderSettings, type Spider } from '@crawlfleet/core';
-import { ForbiddenAddressError, addressPolicy, assertUrlAddressAllowed, makeLookup, type AddressPolicy, type FetchResult } from '@crawlfleet/fetch';
+import { addressPolicy, type AddressPolicy, type FetchResult } from '@crawlfleet/fetch';
 import type { Page, Response } from 'playwright-core';
 import type { BrowserPool } from './browser-pool.js';
 import { GuardProxy } from './guard-proxy.js';
@@ -38,8 +38,12 @@ export class PageRenderer {
     const settings = renderSettings(spider);
     const policy = addressPolicy(spider);
     return async (url, { userAgent }) => {
-      await this.vet(url, policy);
       const proxy = await this.proxyFor(policy);
+      // The page's own URL under the guard before a browser opens it: a refusal is the URL's fault,
+      // final; a name that does not resolve now is the navigation's to report (retried).
+      const target = new URL(url);
+      const verdict = await proxy.vet(target.hostname, Number(target.port || (target.protocol === 'https:' ? 443 : 80)));
+      if ('forbidden' in verdict && verdict.forbidden) throw verdict.forbidden;
       const started = performance.now();
       // A crawl's pages share a context, whose user agent is the one picked for its first page: a
       // browser keeps one identity, and rotating it per page would cost a new context (and renderer
@@ -106,22 +110,6 @@ export class PageRenderer {
       elapsedMs: performance.now() - started,
       redirects,
     };
-  }
-
-  /** The page's own URL under the guard before a browser opens it: a refusal is the URL's fault, final. */
-  private async vet(url: string, policy: AddressPolicy): Promise<void> {
-    const target = new URL(url);
-    assertUrlAddressAllowed(target, policy);
-    const lookup = makeLookup(this.overrides, policy);
-    if (!lookup) return;
-    await new Promise<void>((resolve, reject) =>
-      lookup(target.hostname.replace(/^\[|\]$/g, ''), { all: true }, (err) => {
-        if (!err) resolve();
-        else if (err instanceof ForbiddenAddressError) reject(err);
-        // A name that does not resolve now: the browser's navigation reports it, as a retryable failure.
-        else resolve();
-      }),
-    );
   }
 
   private proxyFor(policy: AddressPolicy): Promise<GuardProxy> {

@@ -36,13 +36,12 @@ export interface RendererOptions {
  * Chromium, its DOM after scripts handed to the parse stage like a fetched page. Browsers go direct
  * (through the guard), not through the fleet's proxy pool.
  */
-export function startRenderer(ctx: FleetContext, options: RendererOptions): RunningStage & { pool: BrowserPool } {
+export function startRenderer(ctx: FleetContext, options: RendererOptions): RunningStage {
   const pool = new BrowserPool({ executablePath: options.executablePath, retireAfterPages: options.retireAfterPages, log: ctx.log });
   const renderer = new PageRenderer(pool, parseHostResolve(ctx.env.hostResolve), ctx.log, (stats) => ctx.metrics.renderedPage(stats));
   const stage = startFetchStage(ctx, { concurrency: options.concurrency, renderer });
   return {
     ...stage,
-    pool,
     async close() {
       await stage.close();
       await renderer.close();
