@@ -88,10 +88,11 @@ describe('a page with 200,000 links', () => {
       // Redis's own time for the slowest command holds every other client up by as much: the bound
       // that matters. It is 12-30 ms for 1,000 URLs; a Redis that loses its core to other processes
       // mid-command stretches it (57 ms seen with a benchmark and two test runs on two cores). A
-      // PING's round trip adds this test process's event-loop stalls too (124 ms seen), so both
-      // bound what the chunking prevents: one call for all 200,000 links held Redis for seconds.
+      // PING's round trip adds this test process's event-loop stalls and the machine's load too (124
+      // and 506 ms seen in CI runs), so its bound is looser; both bound what the chunking prevents:
+      // one call for all 200,000 links held Redis for 2.4-6 s (12-30 ms per 1,000 URLs).
       expect(slowestMs).toBeLessThan(100);
-      expect(worstPingMs).toBeLessThan(500);
+      expect(worstPingMs).toBeLessThan(1000);
     } finally {
       probing = false;
       await admin.config('SET', 'slowlog-log-slower-than', slowlogThreshold);
