@@ -27,6 +27,8 @@ export const NP_MIXES = (process.env.BENCH_NP_MIXES ?? '1:1:1,1:2:1').split(',')
   if (!(fetchers >= 1 && parsers >= 1 && writers >= 1)) throw new Error(`BENCH_NP_MIXES: "${m}" is not fetchers:parsers:writers`);
   return { fetchers, parsers, writers };
 });
+/** Pure: a mix's fetchers and parsers as fetchers that parse (PARSE_IN_FETCHER), with its writers. */
+export const fusedMix = (m) => ({ fetchers: Math.max(m.fetchers, m.parsers), parsers: 0, writers: m.writers });
 export const mixName = (m) => `${m.fetchers}f+${m.parsers}p+${m.writers}w`;
 
 async function baseline(kind, site, ctx) {
@@ -75,7 +77,7 @@ function writeCodeSpider(site, path) {
   );
 }
 
-async function fleet1p(site, ctx, code = false, cli = CLI, warc = false) {
+async function fleet1p(site, ctx, code = false, cli = CLI, warc = false, extraEnv = {}) {
   const prefix = `bench-${process.pid}-${++runNumber}`;
   const spider = join(ctx.dir, `spider-${prefix}.${code ? 'mjs' : 'json'}`);
   if (code) writeCodeSpider(site, spider);
@@ -83,7 +85,7 @@ async function fleet1p(site, ctx, code = false, cli = CLI, warc = false) {
   const before = await snapshot(ctx.redis);
   if (PROFILE) await startScriptProfile(ctx.redis);
   const started = performance.now();
-  const env = fleetEnv(ctx, prefix);
+  const env = fleetEnv(ctx, prefix, extraEnv);
   const warcArgs = warc ? ['--warc', join(ctx.dir, `warc-${prefix}`)] : [];
   const proc = await runMeasured('crawl', cli, ['crawl', spider, '--out', join(ctx.dir, `items-${prefix}.jsonl`), '--json', '--quiet', '--concurrency', String(ctx.concurrency), ...warcArgs], {
     env,
@@ -105,7 +107,7 @@ async function fleet1p(site, ctx, code = false, cli = CLI, warc = false) {
  * then the workers get SIGTERM and finish. With `mongo`, the writer writes to a MongoDB database
  * of its own and the items are counted there.
  */
-async function fleetNp(site, ctx, mix, mongo, cluster = false, cli = CLI) {
+async function fleetNp(site, ctx, mix, mongo, cluster = false, cli = CLI, extraEnv = {}) {
   const prefix = `bench-${process.pid}-${++runNumber}`;
   const crawlId = `bench-${runNumber}`;
   const spider = join(ctx.dir, `spider-${prefix}.json`);
@@ -113,7 +115,9 @@ async function fleetNp(site, ctx, mix, mongo, cluster = false, cli = CLI) {
   const mongoUrl = mongo ? ctx.mongoUrl.replace(/\/[^/?]*(\?|$)/, `/bench_np_${process.pid}_${runNumber}$1`) : undefined;
   // On the cluster, Redis's own figures (INFO, requests per port) are not comparable: time and CPU only.
   const redisUrl = cluster ? { REDIS_URL: (await ctx.cluster()).url } : {};
-  const env = fleetEnv(ctx, prefix, { ...(mongoUrl ? { MONGO_URL: mongoUrl } : {}), ...redisUrl });
+  const env = fleetEnv(ctx, prefix, { ...(mongoUrl ? { MONGO_URL: mongoUrl } : {}), ...redisUrl, ...extraEnv });
+  // the same requests in flight for the whole fleet, however many fetchers share them
+  const perFetcher = String(Math.max(1, Math.round(ctx.concurrency / mix.fetchers)));
   const options = { env, dir: ctx.dir };
   const sink = mongo ? 'mongo' : join(ctx.dir, `items-${prefix}.jsonl`);
   const before = cluster ? undefined : await snapshot(ctx.redis);
@@ -122,7 +126,7 @@ async function fleetNp(site, ctx, mix, mongo, cluster = false, cli = CLI) {
   const storeCpuBefore = ctx.storePid ? cpuSecondsOf(ctx.storePid) : 0;
   const started = performance.now();
   const workers = [
-    ...Array.from({ length: mix.fetchers }, (_, i) => startMeasured(`fetcher${i + 1}`, cli, ['worker', 'fetcher', '--concurrency', String(ctx.concurrency)], options)),
+    ...Array.from({ length: mix.fetchers }, (_, i) => startMeasured(`fetcher${i + 1}`, cli, ['worker', 'fetcher', '--concurrency', perFetcher], options)),
     ...Array.from({ length: mix.parsers }, (_, i) => startMeasured(`parser${i + 1}`, cli, ['worker', 'parser'], options)),
     ...Array.from({ length: mix.writers }, (_, i) => startMeasured(`writer${i + 1}`, cli, ['worker', 'writer'], options)),
   ];
@@ -180,10 +184,14 @@ export const MODES = {
   bare: (site, ctx) => baseline('bare', site, ctx),
   crawlee: (site, ctx) => baseline('crawlee', site, ctx),
   'fleet-1p': (site, ctx) => fleet1p(site, ctx, false),
+  // fleet-1p with PARSE_IN_FETCHER=1
+  'fleet-1p-fused': (site, ctx) => fleet1p(site, ctx, false, CLI, false, { PARSE_IN_FETCHER: '1' }),
   'fleet-1p-code': (site, ctx) => fleet1p(site, ctx, true),
   // fleet-1p with WARC output (--warc): what archiving every exchange costs per page
   'fleet-1p-warc': (site, ctx) => fleet1p(site, ctx, false, CLI, true),
   'fleet-np': (site, ctx) => fleetNp(site, ctx, ctx.npMix, false),
+  // fleet-np with PARSE_IN_FETCHER=1: the parsers' processes become fetchers that parse, no parse job
+  'fleet-np-fused': (site, ctx) => fleetNp(site, ctx, fusedMix(ctx.npMix), false, false, CLI, { PARSE_IN_FETCHER: '1' }),
   'fleet-np-mongo': (site, ctx) => fleetNp(site, ctx, ctx.npMix, true),
   // the same fleet on a Redis Cluster of 3 masters and 3 replicas (test/fixtures/redis-cluster.mjs)
   'fleet-np-cluster': (site, ctx) => fleetNp(site, ctx, ctx.npMix, false, true),

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
-import { comparable, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { Redis } from 'ioredis';
+import { REDIS_URL, comparable, dropPrefix, readJsonl, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
 
 const FIELDS = ['type', 'url', 'link', 'title', 'price', 'sku', 'category', 'tags'];
 const SHAPE = siteShape(120, 20);
@@ -25,6 +26,25 @@ describe('crawlfleet crawl: the parse stage in worker threads', () => {
     await dropPrefix(prefix);
   });
 
+  /** The crawl's items are exactly the site's, and its final status counts each page once. */
+  function expectGroundTruth(crawlId: string, out: string, stdout: string) {
+    const truth = groundTruth(site.url, SHAPE);
+    const items = readJsonl(out);
+    expect(comparable(items, FIELDS)).toEqual(comparable([...truth.products, ...truth.listings], FIELDS));
+    expect(JSON.parse(stdout.trim().split('\n').pop()!)).toMatchObject({
+      crawlId,
+      state: 'done',
+      counters: {
+        fetched: truth.paths.size,
+        parsed: truth.paths.size - truth.failedPaths.length,
+        items: items.length,
+        written: items.length,
+        invalid: truth.invalid,
+        failed: truth.failedPaths.length,
+      },
+    });
+  }
+
   test.each([
     { name: '--parser-threads 1', threads: 1, ids: [1] },
     { name: '--parser-threads 2', threads: 2, ids: [1, 2] },
@@ -46,22 +66,40 @@ describe('crawlfleet crawl: the parse stage in worker threads', () => {
     const pid = lines[0]!.pid;
     for (const l of ready) expect(l).toMatchObject({ level: 'info', name: 'crawl', pid, thread: 'parser', stage: 'parse', concurrency: threads === 2 ? 2 : 4 });
 
-    const truth = groundTruth(site.url, SHAPE);
-    const items = readJsonl(out);
-    expect(comparable(items, FIELDS)).toEqual(comparable([...truth.products, ...truth.listings], FIELDS));
-    const final = JSON.parse(run.stdout.trim().split('\n').pop()!);
-    expect(final).toMatchObject({
-      crawlId,
-      state: 'done',
-      counters: {
-        fetched: truth.paths.size,
-        parsed: truth.paths.size - truth.failedPaths.length,
-        items: items.length,
-        written: items.length,
-        invalid: truth.invalid,
-        failed: truth.failedPaths.length,
-      },
-    });
+    expectGroundTruth(crawlId, out, run.stdout);
+  });
+
+  test('PARSE_IN_FETCHER=1: the thread runs the fetcher, which parses; no parse job is ever added; exactly the ground truth', async () => {
+    const crawlId = 'pt-fused';
+    const spider = writeJson(dir, `${crawlId}.json`, catalogueSpider(site.url));
+    const out = join(dir, `${crawlId}.jsonl`);
+    // A prefix of its own: the other tests' crawls added parse jobs to theirs.
+    const ownPrefix = uniquePrefix('pthread-fused');
+    const run = await runCli(['crawl', spider, '--crawl-id', crawlId, '--out', out, '--json', '--concurrency', '16'], { env: testEnv(ownPrefix, { PARSE_IN_FETCHER: '1' }) });
+    expect(run.code).toBe(0);
+    const ready = logLines(run.stderr).filter((l) => String(l.msg).endsWith('thread ready'));
+    expect(ready).toEqual([expect.objectContaining({ msg: 'fetcher thread ready', thread: 'fetcher', stage: 'fetch', concurrency: 16 })]);
+
+    // BullMQ's event streams name every job added: fetch jobs, and not one parse job.
+    const redis = new Redis(REDIS_URL);
+    try {
+      const jobIdsIn = async (queue: string) => {
+        const ids = new Set<string>();
+        for (const key of await redis.keys(`${ownPrefix}:*:${queue}:events`))
+          for (const [, fields] of await redis.xrange(key, '-', '+')) {
+            const at = fields.indexOf('jobId');
+            if (at >= 0) ids.add(fields[at + 1]!);
+          }
+        return ids;
+      };
+      expect((await jobIdsIn('fetch')).size).toBeGreaterThan(0);
+      expect([...(await jobIdsIn('parse'))]).toEqual([]);
+    } finally {
+      redis.disconnect();
+      await dropPrefix(ownPrefix);
+    }
+
+    expectGroundTruth(crawlId, out, run.stdout);
   });
 
   test('--parser-threads must be a whole number', async () => {

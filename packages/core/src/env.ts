@@ -65,6 +65,10 @@ export const ENV_TABLE = {
     doc: "where code spiders' compiled bundles are written (one file per version; any writable folder)",
     shown: '`$TMPDIR/crawlfleet-spiders-<uid>`, private to the user',
   },
+  PARSE_IN_FETCHER: {
+    default: '0',
+    doc: '`1`: a fetcher parses the pages it fetches and hands their items straight to the writers, so a page is one job fewer and its body never goes through Redis (docs/scaling.md, "Parsing in the fetchers"); parsers then only serve jobs handed over before, and fetchers need the parsers\' CPU',
+  },
   PARSE_HIGH_WATER: { default: '5000', doc: 'fetchers hold back a crawl with more parse jobs than this, and stop taking work while the parse queue holds more than this ready to run' },
   WRITE_HIGH_WATER: {
     default: '5000',
@@ -156,6 +160,7 @@ const envSchema = z.object({
   }),
   FRONTIER_WINDOW: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of jobs'),
   FRONTIER_PARTITIONS: z.string().regex(/^([1-9]\d{0,2})?$/, 'must be a number of partitions from 1 to 999'),
+  PARSE_IN_FETCHER: z.enum(['0', '1'], { error: 'must be 0 or 1' }),
   PARSE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
   WRITE_HIGH_WATER: z.string().regex(/^\d+$/, 'must be a number of jobs'),
   WRITE_BATCH_SIZE: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of items'),
@@ -200,6 +205,8 @@ export interface Env {
   frontierWindow: number;
   /** FRONTIER_PARTITIONS: a new crawl's partitions (frontierPartitions picks the default by REDIS_URL) */
   frontierPartitions: number;
+  /** PARSE_IN_FETCHER: fetchers parse the pages they fetch (no parse job) */
+  parseInFetcher: boolean;
   parseHighWater: number;
   writeHighWater: number;
   writeBatchSize: number;
@@ -290,6 +297,7 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     crawlRetentionMs: e.CRAWL_RETENTION.trim() === 'off' ? undefined : parseDuration(e.CRAWL_RETENTION),
     frontierWindow: Number(e.FRONTIER_WINDOW),
     frontierPartitions: e.FRONTIER_PARTITIONS === '' ? defaultPartitions(e.REDIS_URL) : Number(e.FRONTIER_PARTITIONS),
+    parseInFetcher: e.PARSE_IN_FETCHER === '1',
     parseHighWater: Number(e.PARSE_HIGH_WATER),
     writeHighWater: Number(e.WRITE_HIGH_WATER),
     writeBatchSize: Number(e.WRITE_BATCH_SIZE),

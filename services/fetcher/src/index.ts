@@ -1,8 +1,9 @@
-import { RetryableError, errorMessage, jobId, renderModeFor, renderSettings, type FetchJob, type PageRecord } from '@crawlfleet/core';
-import { admitAndEnqueue, bodyHash, conditionalHeaders, crawlTake, pageRecordAfter, partKeysOfUrl } from '@crawlfleet/crawl';
+import { NonRetryableError, RetryableError, errorMessage, jobId, renderModeFor, renderSettings, type FetchJob, type PageRecord } from '@crawlfleet/core';
+import { SettledUrls, admitAndEnqueue, bodyHash, conditionalHeaders, crawlTake, pageRecordAfter, partKeysOfUrl } from '@crawlfleet/crawl';
 import { UserAgentRotation, captureOf, decodePage, encodeBody, headerValue, flatHeaders, isHtml, isParseable, makeLookup, parseHostResolve, runRequestHook } from '@crawlfleet/fetch';
 import { extractResponse } from '@crawlfleet/extract';
 import { allowedHosts, canonicalizeUrl, scopeVerdict } from '@crawlfleet/frontier';
+import { parsePage } from '@crawlfleet/parser';
 import { BrowserPool, PageRenderer, needsRendering } from '@crawlfleet/render';
 import { RenderRouting } from './render-routing.js';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, proxyProbe, type ProxyEntry } from '@crawlfleet/politeness';
@@ -62,6 +63,9 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
 function startFetchStage(ctx: FleetContext, options: FetchStageOptions): RunningStage {
   const { renderer } = options;
   const routing = new RenderRouting(ctx.redis, ctx.keys);
+  // PARSE_IN_FETCHER: pages are parsed here, and the writers' backlog is the one to watch.
+  const nextStage = ctx.env.parseInFetcher ? 'write' : 'parse';
+  const settledUrls = new SettledUrls();
   const userAgents = new UserAgentRotation(ctx.env.userAgents);
   const overrides = parseHostResolve(ctx.env.hostResolve);
   const pool = new ProxyPool(ctx.redis, ctx.keys, options.proxies ?? [], ctx.log);
@@ -82,7 +86,7 @@ function startFetchStage(ctx: FleetContext, options: FetchStageOptions): Running
     stage: 'fetch',
     ...(renderer ? { queue: 'render' as const } : {}),
     concurrency: options.concurrency,
-    holdBack: new CrawlBacklogs(ctx.redis, ctx.keys, 'parse', ctx.env.parseHighWater),
+    holdBack: nextStage === 'write' ? new CrawlBacklogs(ctx.redis, ctx.keys, 'write', ctx.env.writeHighWater) : new CrawlBacklogs(ctx.redis, ctx.keys, 'parse', ctx.env.parseHighWater),
     runsHooks: true,
     handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals, incarnation, spiderModule }) => {
       await registered;
@@ -199,36 +203,42 @@ function startFetchStage(ctx: FleetContext, options: FetchStageOptions): Running
           if (needed) return { reroute: 'render' };
           renderSkipped = 1;
         }
+        const fields = {
+          crawlId: data.crawlId,
+          url: data.url,
+          finalUrl: page.url,
+          depth: data.depth,
+          status: page.status,
+          contentType: page.contentType ?? '',
+          fetchedAt,
+          ...(capture ? { capture } : {}),
+          ...(visited ? { page: visited.record } : {}),
+          // only a code spider's parse hook reads them; never Set-Cookie and other credentials (Bull Board shows jobs)
+          ...(spiderModule ? { headers: flatHeaders(page.headers) } : {}),
+          ...(data.meta ? { meta: data.meta } : {}),
+        };
+        const counters = { ...fetched.counters, ...(renderSkipped ? { renderSkipped } : {}) };
+        if (ctx.env.parseInFetcher) {
+          // Parsed here: the page's items go straight to the writers, and its URL is marked parsed.
+          const parsed = await parsePage(ctx, { page: { ...fields, body: page.body }, crawl, fingerprint, incarnation, spiderModule, settledUrls }).catch((err: unknown) => {
+            // A page that cannot be parsed was still fetched: its fetch counts, as in the parse stage.
+            if (err instanceof NonRetryableError) throw new GiveUpError(err.code, err.message, { ...fetched, ...archive }, err.context);
+            throw err;
+          });
+          return { ...fetched, url: { fingerprint, state: 'p' }, counters: { ...counters, ...parsed.counters }, ...(parsed.handOver ? { handOver: parsed.handOver } : {}) };
+        }
         // The parse job: made pending by this job's finish, then added (the harness).
         return {
           ...fetched,
-          ...(renderSkipped ? { counters: { ...fetched.counters, renderSkipped } } : {}),
-          handOver: {
-            stage: 'parse',
-            id: jobId('parse', fingerprint),
-            data: {
-              crawlId: data.crawlId,
-              url: data.url,
-              finalUrl: page.url,
-              depth: data.depth,
-              status: page.status,
-              contentType: page.contentType ?? '',
-              fetchedAt,
-              body: encodeBody(page.body),
-              ...(capture ? { capture } : {}),
-              ...(visited ? { page: visited.record } : {}),
-              // only a code spider's parse hook reads them; never Set-Cookie and other credentials (Bull Board shows jobs)
-              ...(spiderModule ? { headers: flatHeaders(page.headers) } : {}),
-              ...(data.meta ? { meta: data.meta } : {}),
-            },
-            opts: { attempts: 3, backoff: { type: 'crawlfleet' } },
-          },
+          counters,
+          handOver: { stage: 'parse', id: jobId('parse', fingerprint), data: { ...fields, body: encodeBody(page.body) }, opts: { attempts: 3, backoff: { type: 'crawlfleet' } } },
         };
       }
       return { ...fetched, ...toWriters(visited?.record) };
     },
   });
-  const stopWatching = watchBackpressure(worker, ctx.queues.parse, ctx.env.parseHighWater, ctx.log);
+  const stopWatching =
+    nextStage === 'write' ? watchBackpressure(worker, ctx.queues.write, ctx.env.writeHighWater, ctx.log) : watchBackpressure(worker, ctx.queues.parse, ctx.env.parseHighWater, ctx.log);
   return runningStage('fetch', worker, () => {
     stopWatching();
     pool.stop();

@@ -72,9 +72,15 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
     const { crawlId } = await seedCrawl(ctx, { spider, ...(module ? { module: module.ref } : {}), ...(options.crawlId ? { crawlId: options.crawlId } : {}), sink: sinkFor });
     const parsing = parseConcurrency(options.concurrency);
     // The parser is CPU-bound: in threads of its own (--parser-threads N) it takes a second core.
+    // With PARSE_IN_FETCHER=1 the parsing happens in the fetcher, so the threads run the fetcher, and
+    // the main thread keeps a parser only for parse jobs handed over before (a replay, an older fleet).
+    const fetchInThreads = env.parseInFetcher && options.parserThreads > 0;
     let threadFailure: Error | undefined;
     if (options.parserThreads > 0) {
-      const threads = await startParserThreads(options.parserThreads, { redis: options.redis, mongo: options.mongo, concurrency: concurrencyPerThread(parsing, options.parserThreads) }, ctx.log);
+      const perThread = fetchInThreads
+        ? { stage: 'fetch' as const, concurrency: concurrencyPerThread(options.concurrency, options.parserThreads), proxies }
+        : { stage: 'parse' as const, concurrency: concurrencyPerThread(parsing, options.parserThreads) };
+      const threads = await startParserThreads(options.parserThreads, { redis: options.redis, mongo: options.mongo, ...perThread }, ctx.log);
       threads.failed.catch((err: Error) => (threadFailure = err));
       // Closing a thread that already failed fails again: the crawl reports that failure once (onTick).
       stages.push({
@@ -83,8 +89,10 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
             if (!threadFailure) throw err;
           }),
       });
-    } else stages.push(startParser(ctx, { concurrency: parsing }));
-    stages.push(startFetcher(ctx, { concurrency: options.concurrency, proxies }), startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }));
+    }
+    if (options.parserThreads === 0 || fetchInThreads) stages.push(startParser(ctx, { concurrency: fetchInThreads ? 2 : parsing }));
+    if (!fetchInThreads) stages.push(startFetcher(ctx, { concurrency: options.concurrency, proxies }));
+    stages.push(startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }));
     // A spider that renders gets a renderer here too; its browser starts with the first page it renders.
     if (mayRender(spider))
       stages.push(startRenderer(ctx, { concurrency: options.renderConcurrency ?? DEFAULT_RENDER_CONCURRENCY, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages }));
