@@ -24,9 +24,10 @@ export async function runCli(args, env, timeoutMs = 120_000) {
 }
 
 /**
- * @param {{ env: NodeJS.ProcessEnv, logDir: string, counts: Record<string, number>, concurrency: Record<string, number | undefined>, log: (line: string) => void }} options
+ * @param {{ env: NodeJS.ProcessEnv, logDir: string, counts: Record<string, number>, concurrency: Record<string, number | undefined>, slotEnv?: Record<string, Record<string, string>[]>, log: (line: string) => void }} options
+ *   slotEnv: settings of a role's slots, by slot (the first of them, ...), over `env`; a restart keeps its slot's
  */
-export function startFleet({ env, logDir, counts, concurrency, log }) {
+export function startFleet({ env, logDir, counts, concurrency, slotEnv = {}, log }) {
   /** @type {Record<string, (import('node:child_process').ChildProcess | undefined)[]>} */
   const slots = Object.fromEntries(ROLES.map((r) => [r, Array(counts[r]).fill(undefined)]));
   const kills = Object.fromEntries(ROLES.map((r) => [r, 0]));
@@ -39,7 +40,7 @@ export function startFleet({ env, logDir, counts, concurrency, log }) {
     const args = ['--enable-source-maps', MAIN, 'worker', role, ...(concurrency[role] ? ['--concurrency', String(concurrency[role])] : [])];
     const logFile = join(logDir, `${role}-${i + 1}.log`);
     const child = spawnLogged(process.execPath, args, {
-      env,
+      env: { ...env, ...slotEnv[role]?.[i] },
       cwd: ROOT,
       logFile,
       onOutput: (text) => {

@@ -45,7 +45,9 @@ const SHORT = {
   // With WARC output (issue #21): the archive must come out exactly once through the same faults.
   scenarios: [{ name: 'short-all-at-once', workerKills: true, workerKillWindowS: 75, redisKills: 1, mongoOutageS: 35, writerKillsInOutage: 1, warc: true }],
 };
-const FLEET = { counts: { fetcher: 2, parser: 2, writer: 2 }, concurrency: { fetcher: 8 } };
+// The first fetcher parses its pages itself (PARSE_IN_FETCHER=1), the second hands them to the parsers:
+// a fleet midway through switching, whose pages take either path and must come out exactly once.
+const FLEET = { counts: { fetcher: 2, parser: 2, writer: 2 }, concurrency: { fetcher: 8 }, slotEnv: { fetcher: [{ PARSE_IN_FETCHER: '1' }] } };
 /** A crawl that makes no progress for this long (outside an outage) is declared hung. */
 const STALL_S = 180;
 
@@ -201,7 +203,7 @@ async function runScenario(scenario, ctx) {
 
   const buildAtStart = buildStamp();
   const t0 = Date.now();
-  const fleet = startFleet({ env, logDir: dir, counts: FLEET.counts, concurrency: FLEET.concurrency, log });
+  const fleet = startFleet({ env, logDir: dir, counts: FLEET.counts, concurrency: FLEET.concurrency, slotEnv: FLEET.slotEnv, log });
   const watcher = new Redis(redis.url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: () => 200 });
   watcher.on('error', () => undefined);
   const injected = { kills: Object.fromEntries(ROLES.map((r) => [r, 0])), redisKills: 0, redisRestarts: [], mongoOutageS: 0, writerKillsInOutage: 0 };
@@ -448,7 +450,7 @@ async function main() {
       site: siteRoot,
       pagesPerHost: truth.pagesPerHost,
       hosts: hosts.length,
-      fleet: `${FLEET.counts.fetcher} fetchers (concurrency ${FLEET.concurrency.fetcher}), ${FLEET.counts.parser} parsers, ${FLEET.counts.writer} writers, LOCK_DURATION_MS 10000`,
+      fleet: `${FLEET.counts.fetcher} fetchers (concurrency ${FLEET.concurrency.fetcher}; the first with PARSE_IN_FETCHER=1), ${FLEET.counts.parser} parsers, ${FLEET.counts.writer} writers, LOCK_DURATION_MS 10000`,
       machine: `${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB`,
       seed,
     };

@@ -48,7 +48,10 @@ describe('fetchers that parse (PARSE_IN_FETCHER=1)', () => {
       // Every page but the missing one (a 404) parsed, once; the products without a SKU counted invalid.
       await expectCounters(crawlId, env, truth, items.length);
       for (const w of workers) w.kill('SIGTERM');
-      expect((await Promise.all(workers.map((w) => w.result))).map((r) => r.code)).toEqual([0, 0, 0]);
+      const results = await Promise.all(workers.map((w) => w.result));
+      expect(results.map((r) => r.code)).toEqual([0, 0, 0]);
+      // Each fetcher says at start that it parses its pages.
+      expect(results.map((r) => /"msg":"worker ready"/.test(r.stderr) && /"parsesPages":true/.test(r.stderr))).toEqual([true, true, false]);
     } finally {
       for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
       await site.close();

@@ -30,7 +30,9 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
         : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
   // A writer is not ready while the MongoDB it was given (MONGO_URL) does not answer.
   const metrics = await serveMetrics(ctx, [QUEUE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
-  ctx.log.info({ stage: k, concurrency, pid: process.pid, proxies: proxies.map((p) => p.label), metricsPort: metrics?.port }, 'worker ready');
+  // A fetcher that parses says so: an operator reading the log sees which path its pages take.
+  const parses = (k === 'fetcher' || k === 'renderer') && env.parseInFetcher ? { parsesPages: true } : {};
+  ctx.log.info({ stage: k, concurrency, pid: process.pid, proxies: proxies.map((p) => p.label), metricsPort: metrics?.port, ...parses }, 'worker ready');
   // Every worker takes its turn as the fleet's reconciler (one at a time, under a lock).
   const stopReconciler = startReconciler(ctx);
   onShutdownSignal(ctx.log, async () => {
