@@ -92,6 +92,35 @@ describe('every pending job ends', () => {
     }
   });
 
+  test('a page fetched by a fetcher that hands over, its parse job lost, is parsed by a fetcher that parses: counted once', async () => {
+    const site = await startChainSite({ pages: 20 });
+    const { keys, env, dir } = setup('switched');
+    const fleet: Fleet = [];
+    const queue = new Queue('parse', { connection: redis.duplicate(), prefix: keys.queuePrefix('parse') });
+    try {
+      const out = join(dir, 'items.jsonl');
+      expect((await runCli(['seed', writeJson(dir, 'chain.json', chainSpider(site.url)), '--crawl-id', 'switched', '--sink', out], { env })).code).toBe(0);
+      // A fetcher that hands pages over, and no parser: the start page is fetched, its parse job waits.
+      startFleet(env, fleet, ['fetcher']);
+      const parseJob = jobId('parse', urlFingerprint('switched', `${site.url}/index.html`));
+      while ((await queue.getJob(parseJob)) === undefined) await new Promise((r) => setTimeout(r, 50));
+      await stopFleet(fleet);
+      fleet.length = 0;
+      // The hand-over lost (removed by hand): the reconciler sends the URL back to fetch, fetched before.
+      expect(await queue.remove(parseJob)).toBe(1);
+      startFleet({ ...env, PARSE_IN_FETCHER: '1' }, fleet, ['fetcher', 'writer']);
+      await waitDone(env, 'switched', 90, fleet);
+      expect(titles(readJsonl(out))).toEqual(pageTitles(20).sort());
+      // The start page's fetch counted once (before), its parse once (after); without the split
+      // count in finishJob its parse and items went uncounted.
+      expect((await statusOf(env, 'switched')).counters).toMatchObject({ fetched: 21, parsed: 21, items: 20, written: 20, failed: 0, reconciled: 1 });
+    } finally {
+      await stopFleet(fleet);
+      await queue.close();
+      await site.close();
+    }
+  });
+
   test('a job BullMQ failed without our processor finishing it is dead-lettered with its reason, and the crawl ends', async () => {
     const site = await startChainSite({ pages: 3 });
     const { keys, env, dir } = setup('failed');

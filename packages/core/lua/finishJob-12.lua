@@ -63,9 +63,20 @@ local fp = string.sub(id, 2)
 local letter = string.sub(id, 1, 1)
 local isUrlJob = letter == 'f' or letter == 'p' or letter == 'w'
 local countIt = true
+-- A fetch job that parsed its page (PARSE_IN_FETCHER, marked 'p') carries the parse stage's counters
+-- too: they count unless the URL had been parsed before its rebuild, and its fetch's own unless it
+-- had been fetched (a page fetched by a fetcher that handed it over, whose parse job was lost).
+local parsedHere = stageIndex == 1 and ARGV[5] == 'p'
+local FETCH_COUNTERS = {fetched = true, rendered = true, renderSkipped = true}
+local countParse = true
 if isUrlJob then
   local before = redis.call('HGET', rebuilds, 'r:' .. fp)
   if before and reached(before, ({'d', 'p', 'w'})[stageIndex]) then countIt = false end
+  if before and reached(before, 'p') then countParse = false end
+end
+local function counts(name)
+  if parsedHere and not FETCH_COUNTERS[name] then return countParse end
+  return countIt
 end
 local index
 local function urls()
@@ -105,7 +116,7 @@ if ARGV[6] ~= '' then redis.call('HSET', dead, id, ARGV[6]) end
 -- A stage the URL had finished before counts nothing again, except a new dead letter: a replay took
 -- the old one out of 'failed', so the URL failing again is counted again.
 for i = COUNTERS_FROM, #ARGV, 2 do
-  if countIt or (ARGV[6] ~= '' and (ARGV[i] == 'failed' or string.sub(ARGV[i], 1, 5) == 'dead.')) then
+  if counts(ARGV[i]) or (ARGV[6] ~= '' and (ARGV[i] == 'failed' or string.sub(ARGV[i], 1, 5) == 'dead.')) then
     redis.call('HINCRBY', counters, ARGV[i], tonumber(ARGV[i + 1]))
   end
 end
