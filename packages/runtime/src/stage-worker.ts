@@ -201,7 +201,8 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
         return;
       }
       // The stage's done marker: a job of this stage for this URL is never enqueued again.
-      const { handOver, reroute: _reroute, ...effects } = result;
+      const { handOver: given, reroute: _reroute, ...effects } = result;
+      const handOver = inJobPartition(given, data.url);
       const finish = { url: { fingerprint, state: STAGE_DONE_STATE[stage] }, ...effects, ...takeFor(crawl), ...(handOver ? { handedOver: handOver.id } : {}) };
       const { outcome, taken } = await finishJobTaking(redis, keys, crawl, stage, id, data.url, finish);
       if (outcome !== 'already') metrics.count(result.counters ?? {});
@@ -231,7 +232,8 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       }
       const code = (err as { code?: string }).code ?? 'ERR_UNEXPECTED';
       // A give-up keeps its effects, and its hand-over (a failed page's exchange, to be archived).
-      const { handOver: extraHandOver, ...extra }: StageResult = err instanceof GiveUpError ? err.result : {};
+      const { handOver: givenHandOver, ...extra }: StageResult = err instanceof GiveUpError ? err.result : {};
+      const extraHandOver = inJobPartition(givenHandOver, data.url);
       // An HTTP error page is routine on real sites; anything else deserves a look.
       log[code === 'ERR_HTTP_STATUS' ? 'debug' : 'warn']({ stage, url: data.url, code, reason: errorMessage(err) }, 'dead-lettered');
       const counters = { ...extra.counters, failed: 1 };
@@ -339,6 +341,16 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       .catch((e: unknown) => log.warn({ stage, err: errorMessage(e) }, 'could not dead-letter a stalled job; the reconciler will'));
   });
   return worker;
+}
+
+/**
+ * Pure: the hand-over as it must be added: for the URL of the job handing it over. A URL's jobs keep
+ * to the partition of the URL it was admitted under in every stage (the finish makes the next job
+ * pending there), however the page's final URL differs (a redirect or a script in a browser that
+ * landed on another host would otherwise send the next job to another partition, which drops it).
+ */
+export function inJobPartition(handOver: HandOver | undefined, url: string): HandOver | undefined {
+  return handOver && handOver.data.url !== url ? { ...handOver, data: { ...handOver.data, url } } : handOver;
 }
 
 /** Ends a dead-lettered job in BullMQ's failed set: the reason alone, since a stack of the harness tells nothing. */

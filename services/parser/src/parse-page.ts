@@ -58,9 +58,12 @@ export async function parsePage(ctx: FleetContext, input: ParsePageInput): Promi
   // A crawl with WARC output archives every page, with its outlinks, whether it has items or not.
   const capture = data.capture ? { ...data.capture, outlinks: links.map((l) => l.url) } : undefined;
   // So does a crawl that keeps page records (recrawl): the URL's record goes to the pages store.
+  // The write job names the URL the page was requested as, not where it landed (a redirect the
+  // browser followed, a script that navigated): its partition is that URL's, where this job's finish
+  // makes it pending. The items carry the final URL.
   const handOver =
     page.items.length > 0 || capture || data.page
-      ? writeHandOver(ctx, fingerprint, { crawlId: data.crawlId, url: data.finalUrl, items: page.items, ...(capture ? { capture } : {}), ...(data.page ? { page: data.page } : {}) })
+      ? writeHandOver(ctx, fingerprint, { crawlId: data.crawlId, url: data.url, items: page.items, ...(capture ? { capture } : {}), ...(data.page ? { page: data.page } : {}) })
       : undefined;
   await noteInvalidReasons(ctx.redis, ctx.keys, data.crawlId, page.invalidReasons);
   const overflow = page.links.length - links.length;
