@@ -76,6 +76,43 @@ export function fetchQueueFor(settings: Pick<RenderSettings, 'mode' | 'rules'>, 
   return renderModeFor(settings, url) === 'always' ? 'render' : 'fetch';
 }
 
+/** Pure: whether a URL's fetch job may be in the render queue though fetchQueueFor says `fetch` (render "auto"). */
+function mayBeRerouted(settings: Pick<RenderSettings, 'mode' | 'rules'>, url: string): boolean {
+  return renderModeFor(settings, url) === 'auto';
+}
+
+/**
+ * Of the fetch jobs to enqueue again (URLs found again while pending: a no-op while the job exists,
+ * a rebuild of a lost one), those to add. A page of `render: "auto"` judged to need a browser went
+ * on from the fetch queue to the render queue under the same id, pending all the while: adding it to
+ * the fetch queue then would make a copy that fetches it plain beside the render job, under the same
+ * host lease. So such a job is enqueued again only when neither queue holds it. The fetch queue is
+ * read first: a reroute adds the render job before its fetch job completes, so one read finds it.
+ */
+async function notInAnyQueue(redis: RedisClient, queues: Queues, spider: Spider, again: TakenRequest[]): Promise<TakenRequest[]> {
+  const settings = renderSettings(spider);
+  const open = again.filter((t) => mayBeRerouted(settings, t.request.url));
+  if (open.length === 0) return again;
+  const held = new Set<string>();
+  for (const queue of [queues.fetch, queues.render]) {
+    const ids = open.filter((t) => !held.has(t.jobId)).map((t) => t.jobId);
+    for (const [i, exists] of (await jobsExist(redis, queue, ids)).entries()) if (exists) held.add(ids[i]!);
+  }
+  return again.filter((t) => !held.has(t.jobId));
+}
+
+/** Whether each job id has a job in the queue (one pipeline; a queue's keys share one slot). */
+async function jobsExist(redis: RedisClient, queue: Queues['fetch'], ids: string[]): Promise<boolean[]> {
+  if (ids.length === 0) return [];
+  const pipeline = redis.pipeline();
+  for (const id of ids) pipeline.exists(queue.toKey(id));
+  const replies = (await pipeline.exec()) ?? [];
+  return replies.map(([err, n]) => {
+    if (err) throw err;
+    return n === 1;
+  });
+}
+
 /** One URL's fetch job, in the queue its render mode picks (a rebuild, a replay). */
 export async function enqueueFetch(queues: Queues, crawlId: string, spider: Spider, id: string, request: FetchRequest): Promise<void> {
   await enqueueFetches(queues, crawlId, spider, [{ jobId: id, delayMs: 0, request }]);
@@ -132,7 +169,7 @@ export async function admitAndEnqueue(
           ...(a.known ? { known: a.known } : {}),
         },
       }));
-    await enqueueFetches(queues, crawlId, spider, [...again, ...taken]);
+    await enqueueFetches(queues, crawlId, spider, [...(await notInAnyQueue(redis, queues, spider, again)), ...taken]);
     counts.seen += admitted.filter((a) => a.isNew).length;
     counts.skipped += skipped;
   };
