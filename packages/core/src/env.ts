@@ -40,6 +40,10 @@ export const ENV_TABLE = {
     doc: 'times a job may lose its worker (killed, crashed) and run again before it is dead-lettered as `ERR_STALLED`: high enough that killed workers never reach it, low enough that a page that crashes its parser every time stops soon',
     shown: '10 fetch and parse, 50 write',
   },
+  SHUTDOWN_DRAIN_MS: {
+    default: '50000',
+    doc: "how long a worker (or `crawl`) given SIGTERM or SIGINT waits for its in-flight jobs to finish or be handed back; past it (Redis down, a store or page that never answers) it logs `drain deadline passed` and exits 1, leaving the jobs still in flight to stall: another worker runs them once their lock lapses (`LOCK_DURATION_MS`). Keep it below the pod's `terminationGracePeriodSeconds`; `0`: no deadline",
+  },
   RECONCILE_INTERVAL_MS: { default: '15000', doc: 'how often one worker of the fleet checks for pending jobs that no BullMQ job carries any more (docs/reliability.md)' },
   RECONCILE_GRACE_MS: { default: '30000', doc: 'how long such a job must stay lost before it is rebuilt (its URL fetched again) or dead-lettered' },
   CRAWL_RETENTION: {
@@ -152,6 +156,7 @@ const envSchema = z.object({
   USER_AGENTS: z.string(),
   LOCK_DURATION_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
   MAX_STALLED_COUNT: z.string().regex(/^([1-9]\d*)?$/, 'must be a positive number of stalls'),
+  SHUTDOWN_DRAIN_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
   RECONCILE_INTERVAL_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
   RECONCILE_GRACE_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
   SPIDER_DEPLOY_WAIT_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
@@ -196,6 +201,8 @@ export interface Env {
   lockDurationMs: number;
   /** undefined: each stage's own default (see stage-worker) */
   maxStalledCount: number | undefined;
+  /** SHUTDOWN_DRAIN_MS: how long a stopping process waits for its in-flight jobs (0: no limit) */
+  shutdownDrainMs: number;
   reconcileIntervalMs: number;
   reconcileGraceMs: number;
   spiderDeployWaitMs: number;
@@ -291,6 +298,7 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     userAgents: readListValue(e.USER_AGENTS, 'USER_AGENTS', /\n/),
     lockDurationMs: Number(e.LOCK_DURATION_MS),
     maxStalledCount: e.MAX_STALLED_COUNT === '' ? undefined : Number(e.MAX_STALLED_COUNT),
+    shutdownDrainMs: Number(e.SHUTDOWN_DRAIN_MS),
     reconcileIntervalMs: Number(e.RECONCILE_INTERVAL_MS),
     reconcileGraceMs: Number(e.RECONCILE_GRACE_MS),
     spiderDeployWaitMs: Number(e.SPIDER_DEPLOY_WAIT_MS),

@@ -67,7 +67,7 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
     const failure = closed.find((c): c is PromiseRejectedResult => c.status === 'rejected');
     if (failure) throw failure.reason;
   };
-  onShutdownSignal(ctx.log, stopAll, () => EXIT.interrupted);
+  onShutdownSignal(ctx.log, stopAll, { exitCode: () => EXIT.interrupted, drainMs: env.shutdownDrainMs });
   try {
     const { crawlId } = await seedCrawl(ctx, { spider, ...(module ? { module: module.ref } : {}), ...(options.crawlId ? { crawlId: options.crawlId } : {}), sink: sinkFor });
     const parsing = parseConcurrency(options.concurrency);

@@ -10,10 +10,14 @@ export async function dashboardCommand(options: { port: number; host: string; re
   const ctx = await createFleetContext({ env, name: 'dashboard', waitForRedis: true });
   try {
     const dashboard = await startDashboard(ctx, { host: options.host, port: options.port, readOnly: options.readOnly === true });
-    onShutdownSignal(ctx.log, async () => {
-      await dashboard.close();
-      await ctx.close();
-    });
+    onShutdownSignal(
+      ctx.log,
+      async () => {
+        await dashboard.close();
+        await ctx.close();
+      },
+      { drainMs: env.shutdownDrainMs },
+    );
   } catch (err) {
     await ctx.close();
     throw err;

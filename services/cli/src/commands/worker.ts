@@ -13,7 +13,7 @@ type WorkerKind = (typeof WORKER_KINDS)[number];
 const DEFAULT_CONCURRENCY: Record<WorkerKind, number> = { fetcher: 32, parser: 4, writer: 32, renderer: 4 };
 const QUEUE_OF = { fetcher: 'fetch', parser: 'parse', writer: 'write', renderer: 'render' } as const;
 
-/** One long-lived stage worker serving every crawl; SIGTERM/SIGINT finish in-flight jobs, then exit 0. */
+/** One long-lived stage worker serving every crawl; SIGTERM/SIGINT finish in-flight jobs, then exit 0 (1 past SHUTDOWN_DRAIN_MS). */
 export async function workerCommand(kind: string, options: { concurrency?: number; redis?: string; proxies?: string }): Promise<number> {
   if (!(WORKER_KINDS as readonly string[]).includes(kind)) throw new ConfigError(`worker: unknown stage "${kind}" (use ${WORKER_KINDS.join(', ')})`);
   const k = kind as WorkerKind;
@@ -35,12 +35,16 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
   ctx.log.info({ stage: k, concurrency, pid: process.pid, proxies: proxies.map((p) => p.label), metricsPort: metrics?.port, ...parses }, 'worker ready');
   // Every worker takes its turn as the fleet's reconciler (one at a time, under a lock).
   const stopReconciler = startReconciler(ctx);
-  onShutdownSignal(ctx.log, async () => {
-    stopReconciler();
-    await stage.close();
-    await metrics?.close();
-    await ctx.close();
-  });
+  onShutdownSignal(
+    ctx.log,
+    async () => {
+      stopReconciler();
+      await stage.close();
+      await metrics?.close();
+      await ctx.close();
+    },
+    { drainMs: env.shutdownDrainMs },
+  );
   // Runs until a signal; the handler exits the process.
   return new Promise<number>(() => undefined);
 }
