@@ -40,9 +40,10 @@ function archivedUris(dir: string): { uri: string; type: string }[] {
 describe('the WARC sink: exactly once across crashes, reopens and lost indexes', () => {
   let redis: Redis;
   const prefixes: string[] = [];
-  const open = (dir: string, crawlId: string, prefix: string, rolloverBytes = 1_000_000_000) => {
+  const open = (dir: string, crawlId: string, prefix: string, rolloverBytes = 1_000_000_000, run?: string) => {
     const keys = new Keys(prefix).warcIndex(crawlId);
     return WarcSink.open({ dir, rolloverBytes }, crawlId, {
+      ...(run ? { run } : {}),
       index: new RedisIdentityIndex(redis, keys),
       digests: new RedisCaptureDigests(redis, keys.digests),
       software: 'crawlfleet test',
@@ -87,6 +88,41 @@ describe('the WARC sink: exactly once across crashes, reopens and lost indexes',
     await again.close();
     expect(archivedUris(dir)).toEqual([1, 2, 3, 4, 5, 6].map((n) => ({ uri: `http://site.test/p/${n}.html`, type: 'response' })));
     expect(await redis.sismember(new Keys(prefix).warcIndex('c1').identities, warcIdentity('http://site.test/p/4.html'))).toBe(1);
+  });
+
+  test("a run's records are known as its own whatever their WARC-Date: a fetcher's clock behind the seeder's, a writer killed between append and index, and no URI is archived twice", async () => {
+    const dir = tempDir('warc-sink');
+    const prefix = newPrefix();
+    const keys = new Keys(prefix).warcIndex('c5');
+    // The run began at 10:00 on the seeder's clock; the fetchers' clocks are 2 hours behind it, so
+    // every exchange of the run is dated before its start (exchange(): 08:00).
+    const run = '2026-12-05T10:00:00.000Z';
+    const sink = await open(dir, 'c5', prefix, 1_000_000_000, run);
+    await sink.write([exchange(1), exchange(2)]);
+    await sink.close();
+    const indexed = await redis.hgetall(keys.state);
+    // A writer appends page 3 and is killed before its index records it: the file has its records,
+    // the index neither its identity nor the offset after it.
+    const killed = await open(dir, 'c5', prefix, 1_000_000_000, run);
+    await killed.write(exchange(3));
+    await killed.close();
+    await redis.hset(keys.state, indexed);
+    await redis.srem(keys.identities, warcIdentity('http://site.test/p/3.html', run));
+
+    // The next writer finds page 3 in the file on open, and its job's re-run archives nothing again.
+    const again = await open(dir, 'c5', prefix, 1_000_000_000, run);
+    await again.write([exchange(3), exchange(4)]);
+    await again.close();
+    expect(archivedUris(dir)).toEqual([1, 2, 3, 4].map((n) => ({ uri: `http://site.test/p/${n}.html`, type: 'response' })));
+
+    // A later run (a recrawl) archives each URI again, once, whatever its clock says.
+    const next = await open(dir, 'c5', prefix, 1_000_000_000, '2026-12-06T10:00:00.000Z');
+    await next.write([exchange(1)]);
+    await next.close();
+    expect(archivedUris(dir).filter((u) => u.uri === 'http://site.test/p/1.html')).toEqual([
+      { uri: 'http://site.test/p/1.html', type: 'response' },
+      { uri: 'http://site.test/p/1.html', type: 'revisit' },
+    ]);
   });
 
   test('rollover: each file opens with warcinfo and gets its CDXJ; a lost index is rebuilt from every file, revisits included', async () => {

@@ -66,14 +66,23 @@ function verbatimHttpRecord(options: NonNullable<Parameters<typeof WARCRecord.cr
 }
 
 /**
+ * The run of the crawl a record was archived in (crawlfleet's own WARC field; readers ignore fields
+ * they do not know). Recovery tells a run's records by it, not by WARC-Date: the date is the
+ * fetcher's clock, the run's start the seeder's, and the two machines' clocks may differ.
+ */
+export const WARC_RUN_FIELD = 'WARC-Crawlfleet-Run';
+
+/**
  * The records of one exchange, in the order they are written: the response (or, when an earlier
  * capture had the same payload, a revisit of it), the request, and a metadata record with the
  * page's outlinks when the parser found any. The request and metadata name the response in
- * WARC-Concurrent-To.
+ * WARC-Concurrent-To. `run` (the crawl's run) goes into each record's WARC_RUN_FIELD.
  */
-export function exchangeRecords(exchange: Exchange, digest: string, earlier: EarlierCapture | undefined): WARCRecord[] {
+export function exchangeRecords(exchange: Exchange, digest: string, earlier: EarlierCapture | undefined, run?: string): WARCRecord[] {
   const common = { url: exchange.targetUri, date: exchange.date };
-  const ip: Record<string, string> = exchange.ip ? { 'WARC-IP-Address': exchange.ip } : {};
+  const ofRun: Record<string, string> = run ? { [WARC_RUN_FIELD]: run } : {};
+  // the response's (or revisit's) own fields: the server's address, and the run
+  const ip: Record<string, string> = { ...(exchange.ip ? { 'WARC-IP-Address': exchange.ip } : {}), ...ofRun };
   const response = isNotModified(exchange)
     ? notModifiedRecord(exchange, ip)
     : earlier
@@ -84,10 +93,10 @@ export function exchangeRecords(exchange: Exchange, digest: string, earlier: Ear
         )
       : verbatimHttpRecord({ ...common, type: 'response', warcHeaders: { 'WARC-Payload-Digest': digest, ...ip } }, exchange.responseHead, exchange.body);
   const responseId = response.warcHeaders.headers.get('WARC-Record-ID')!;
-  const records = [response, verbatimHttpRecord({ ...common, type: 'request', warcHeaders: { 'WARC-Concurrent-To': responseId } }, exchange.requestHead, Buffer.alloc(0))];
+  const records = [response, verbatimHttpRecord({ ...common, type: 'request', warcHeaders: { 'WARC-Concurrent-To': responseId, ...ofRun } }, exchange.requestHead, Buffer.alloc(0))];
   if (exchange.outlinks && exchange.outlinks.length > 0) {
     const fields = exchange.outlinks.map((link) => `outlink: ${link}\r\n`).join('');
-    records.push(WARCRecord.create({ ...common, type: 'metadata', warcVersion: WARC_VERSION, warcHeaders: { 'WARC-Concurrent-To': responseId } }, [Buffer.from(fields)]));
+    records.push(WARCRecord.create({ ...common, type: 'metadata', warcVersion: WARC_VERSION, warcHeaders: { 'WARC-Concurrent-To': responseId, ...ofRun } }, [Buffer.from(fields)]));
   }
   return records;
 }
@@ -101,8 +110,8 @@ export function isNotModified(exchange: Pick<Exchange, 'responseHead'>): boolean
  * A 304 is a revisit of the server-not-modified profile (WARC 1.1, 6.7.3): its head as received,
  * referring to the same URI's earlier capture, which replay tools look up by URI and time.
  */
-function notModifiedRecord(exchange: Exchange, ip: Record<string, string>): WARCRecord {
-  const record = verbatimHttpRecord({ url: exchange.targetUri, date: exchange.date, type: 'revisit', warcHeaders: ip }, exchange.responseHead, Buffer.alloc(0));
+function notModifiedRecord(exchange: Exchange, fields: Record<string, string>): WARCRecord {
+  const record = verbatimHttpRecord({ url: exchange.targetUri, date: exchange.date, type: 'revisit', warcHeaders: fields }, exchange.responseHead, Buffer.alloc(0));
   record.warcHeaders.headers.set('WARC-Profile', NOT_MODIFIED_PROFILE);
   record.warcHeaders.headers.set('WARC-Refers-To-Target-URI', exchange.targetUri);
   return record;

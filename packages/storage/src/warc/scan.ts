@@ -3,6 +3,7 @@ import { open, writeFile, rename } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { CDXIndexer, WARCParser } from 'warcio';
+import { WARC_RUN_FIELD } from './records.js';
 import { surtKey } from './surt.js';
 
 /** What recovery needs of a record found in a file. */
@@ -11,6 +12,8 @@ export interface ScannedRecord {
   uri: string | undefined;
   date: string | undefined;
   payloadDigest: string | undefined;
+  /** the run of the crawl it was archived in (WARC_RUN_FIELD); undefined in records of older versions */
+  run: string | undefined;
   offset: number;
   length: number;
 }
@@ -53,6 +56,7 @@ export async function scanWarc(path: string, from: number, to: number): Promise<
         uri: record.warcTargetURI ?? undefined,
         date: record.warcDate ?? undefined,
         payloadDigest: record.warcPayloadDigest ?? undefined,
+        run: record.warcHeader(WARC_RUN_FIELD) ?? undefined,
         offset,
         length: parser.recordLength,
       });

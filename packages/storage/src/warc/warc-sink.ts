@@ -35,6 +35,16 @@ export interface WarcSinkOptions {
   log?: Logger;
 }
 
+/**
+ * Pure: whether a record found in a file was archived in `run`: by the run it names
+ * (WARC_RUN_FIELD), never by comparing clocks (its WARC-Date is the fetcher's clock, the run's start
+ * the seeder's). Only a record of an older version, which names none, is dated from the run's start.
+ */
+export function isOfRun(record: Pick<ScannedRecord, 'run' | 'date'>, run: string): boolean {
+  if (record.run !== undefined) return record.run === run;
+  return record.date !== undefined && Date.parse(record.date) >= Date.parse(run);
+}
+
 /** A record's identity in the index: one response (or revisit) per target URI and run. */
 export const warcIdentity = (uri: string, run = '') => identityDigest(`warc\n${run}\n${uri}`);
 
@@ -195,12 +205,12 @@ export class WarcSink {
     }
   }
 
-  /** The records found in a file: their payloads for revisits, and their URIs when of this run (dated from its start). */
+  /** The records found in a file: their payloads for revisits, and their URIs when of this run. */
   private async indexScanned(records: ScannedRecord[]): Promise<void> {
     const archived = records.filter((r) => ARCHIVED.has(r.type) && r.uri);
     await this.options.digests.remember(archived.filter((r) => r.type === 'response' && r.payloadDigest && r.date).map((r) => ({ digest: r.payloadDigest!, capture: { uri: r.uri!, date: r.date! } })));
     const run = this.options.run;
-    const ofThisRun = run ? archived.filter((r) => r.date !== undefined && Date.parse(r.date) >= Date.parse(run)) : archived;
+    const ofThisRun = run ? archived.filter((r) => isOfRun(r, run)) : archived;
     await this.options.index.record(ofThisRun.map((r) => this.identity(r.uri!)));
   }
 
@@ -240,7 +250,7 @@ export class WarcSink {
       const notModified = isNotModified(exchange);
       const earlier = notModified ? undefined : (known[i] ?? firsts.get(digest));
       if (!earlier && !notModified) firsts.set(digest, { uri: exchange.targetUri, date: exchange.date });
-      for (const record of exchangeRecords(exchange, digest, earlier)) members.push(await serializeRecord(record));
+      for (const record of exchangeRecords(exchange, digest, earlier, this.options.run)) members.push(await serializeRecord(record));
     }
     const bytes = Buffer.concat(members);
     if (file.end > this.headerEnd && file.end + bytes.length > this.output.rolloverBytes) file = await this.rollOver();
