@@ -1,9 +1,7 @@
-import { createHash } from 'node:crypto';
-import { accessSync, constants, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Logger } from '@crawlfleet/core';
 import type { Browser, BrowserContext, BrowserContextOptions, Page } from 'playwright-core';
+import { ChromiumScratch } from './chromium-scratch.js';
 
 export interface BrowserPoolOptions {
   /** Chromium's executable (CHROMIUM_PATH; Debian's /usr/bin/chromium by default) */
@@ -11,6 +9,8 @@ export interface BrowserPoolOptions {
   /** pages a browser renders before it is retired (closed once its open pages end), against slow leaks */
   retireAfterPages: number;
   log: Logger;
+  /** where the pool makes its own directory (os.tmpdir() by default) */
+  tmpDir?: string;
 }
 
 /**
@@ -52,7 +52,7 @@ interface PooledBrowser {
  * `retireAfterPages` pages: it takes no new page and closes once its last one ends, and a fresh
  * one takes over. A browser that crashes is dropped, and its pages fail (and are retried).
  * Chromium is started under `setpriv --pdeathsig KILL` where util-linux has it, so it dies with this
- * process even on kill -9.
+ * process even on kill -9, through a launcher script in the pool's own directory (ChromiumScratch).
  */
 export class BrowserPool {
   private current: PooledBrowser | undefined;
@@ -60,6 +60,8 @@ export class BrowserPool {
   private readonly all = new Set<PooledBrowser>();
   private closed = false;
   private launched = 0;
+  /** this pool's own directory (the launcher script), made at the first launch */
+  private scratch: Promise<ChromiumScratch> | undefined;
 
   constructor(private readonly options: BrowserPoolOptions) {}
 
@@ -88,6 +90,7 @@ export class BrowserPool {
     this.closed = true;
     await this.launching?.catch(() => undefined);
     await Promise.all([...this.all].map((b) => this.closeBrowser(b)));
+    await (await this.scratch?.catch(() => undefined))?.remove();
   }
 
   private async take(): Promise<PooledBrowser> {
@@ -109,7 +112,9 @@ export class BrowserPool {
     // Loaded with the first page rendered: playwright-core takes about a second to load, which every
     // fetcher (this package's pure parts) and every `crawl` would pay otherwise.
     const { chromium } = await import('playwright-core');
-    const browser = await chromium.launch({ executablePath: dieWithParent(this.options.executablePath), args: CHROMIUM_ARGS, headless: true });
+    this.scratch ??= ChromiumScratch.create(this.options.tmpDir ?? tmpdir(), this.options.executablePath);
+    const scratch = await this.scratch;
+    const browser = await chromium.launch({ executablePath: scratch.launcher, args: CHROMIUM_ARGS, headless: true });
     const pooled: PooledBrowser = { browser, contexts: new Map(), begun: 0, open: 0, retired: false };
     this.launched++;
     this.all.add(pooled);
@@ -134,36 +139,5 @@ export class BrowserPool {
     pooled.retired = true;
     this.all.delete(pooled);
     await pooled.browser.close().catch(() => undefined);
-  }
-}
-
-/**
- * The executable to launch: a small script that runs Chromium with the parent-death signal set
- * (util-linux setpriv), so the kernel kills the browser when this process dies however it dies;
- * Chromium's own helper processes end with it. Without setpriv, Chromium itself (it also exits when
- * its DevTools pipe closes).
- */
-function dieWithParent(executablePath: string): string {
-  const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find(executable);
-  if (!setpriv) return executablePath;
-  const dir = join(tmpdir(), 'crawlfleet-chromium');
-  const script = `#!/bin/sh\nexec ${setpriv} --pdeathsig KILL -- ${JSON.stringify(executablePath)} "$@"\n`;
-  const path = join(dir, `chromium-${createHash('sha1').update(script).digest('hex').slice(0, 12)}.sh`);
-  if (!executable(path)) {
-    mkdirSync(dir, { recursive: true });
-    // Written aside and renamed: another process may be writing the same script.
-    const aside = `${path}.${process.pid}`;
-    writeFileSync(aside, script, { mode: 0o755 });
-    renameSync(aside, path);
-  }
-  return path;
-}
-
-function executable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
   }
 }

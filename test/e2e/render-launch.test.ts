@@ -1,0 +1,126 @@
+import type { ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { scriptSiteSpider, startScriptSite } from '../fixtures/script-site.mjs';
+import { dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+
+// How a renderer launches Chromium (issue 28, items 14, 18 and 19): what the browser may see of the
+// renderer's environment, its sandbox, where its files live, and who can plant what it runs. Each
+// test runs real renderer processes (`crawlfleet worker renderer`) against a local script-built
+// shop on 127.0.0.1, with TMPDIR pointing at a directory of the test's own.
+
+const CHROMIUM = '/usr/bin/chromium';
+
+/** The pids of `pid`'s descendants (its children, theirs, ...), read from /proc. */
+function descendants(pid: number): number[] {
+  const parentOf = new Map<number, number>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      parentOf.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // ended meanwhile
+    }
+  }
+  const found: number[] = [];
+  const walk = (p: number) => {
+    for (const [child, parent] of parentOf) {
+      if (parent === p) {
+        found.push(child);
+        walk(child);
+      }
+    }
+  };
+  walk(pid);
+  return found;
+}
+
+/** A process's NUL-separated /proc file as a list ('' once it ended). */
+const procList = (pid: number, file: 'environ' | 'cmdline'): string[] => {
+  try {
+    return readFileSync(`/proc/${pid}/${file}`, 'utf8').split('\0').filter(Boolean);
+  } catch {
+    return [];
+  }
+};
+
+const isChromium = (pid: number) => (procList(pid, 'cmdline')[0] ?? '').includes('chromium');
+
+interface Rendering {
+  renderer: ChildProcess & { result?: Promise<unknown> };
+  /** the renderer's Chromium processes (the browser and its helpers) */
+  chromium(): number[];
+  /** pages the browser has loaded from the shop */
+  rendered(): number;
+  stop(): Promise<void>;
+}
+
+describe('launching Chromium (issue 28)', () => {
+  const prefixes: string[] = [];
+  const stops: (() => Promise<void>)[] = [];
+  afterAll(async () => {
+    for (const stop of stops) await stop().catch(() => undefined);
+    for (const p of prefixes) await dropPrefix(p);
+  });
+
+  /**
+   * A crawl of the shop with `render: always`, a fetcher, and a renderer started by `startRenderer`
+   * (its env given), run until the renderer's Chromium has rendered a page and is still up.
+   */
+  async function rendering(
+    name: string,
+    tmp: string,
+    extra: Record<string, string> = {},
+    startRenderer = (env: NodeJS.ProcessEnv) => spawnCli(['worker', 'renderer', '--concurrency', '2'], { env }),
+  ): Promise<Rendering> {
+    const site = await startScriptSite({ products: 40, perPage: 10, apiDelayMs: 200 });
+    const prefix = uniquePrefix(name);
+    prefixes.push(prefix);
+    const env = testEnv(prefix, { TMPDIR: tmp, ...extra });
+    const spider = writeJson(tempDir(name), 'shop.json', { ...scriptSiteSpider(site.url, 'always'), startUrls: [`${site.url}/app/list/1.html`] });
+    expect((await runCli(['seed', spider, '--sink', join(tmp, '..', `${name}.jsonl`), '--crawl-id', 'shop'], { env })).code).toBe(0);
+    const fetcher = spawnCli(['worker', 'fetcher'], { env });
+    const renderer = startRenderer(env);
+    const stderr: string[] = [];
+    renderer.stderr?.on('data', (d: Buffer) => stderr.push(d.toString()));
+    const rendered = () => site.visits.browser.size;
+    const chromium = () => descendants(renderer.pid!).filter(isChromium);
+    const stop = async () => {
+      for (const child of [renderer, fetcher]) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await Promise.all([renderer, fetcher].map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('close', r)) : undefined)));
+      await site.close();
+    };
+    stops.push(stop);
+    await waitFor(() => rendered() >= 1 && chromium().length > 0, 90_000, `a page rendered by ${name}'s renderer (stderr: ${stderr.join('').slice(-2000)})`);
+    return { renderer, chromium, rendered, stop };
+  }
+
+  test('item 19: a launcher script planted in the shared temp directory by another user is never run; the renderer writes its own, in a directory only it can enter', async () => {
+    const base = tempDir('launch-planted');
+    // The script renderers used to write, at the path they used to reuse (a hash of its text, under
+    // $TMPDIR/crawlfleet-chromium): anyone who can write the temp directory could put one there first.
+    const genuine = `#!/bin/sh\nexec /usr/bin/setpriv --pdeathsig KILL -- ${JSON.stringify(CHROMIUM)} "$@"\n`;
+    const plantedDir = join(base, 'crawlfleet-chromium');
+    const planted = join(plantedDir, `chromium-${createHash('sha1').update(genuine).digest('hex').slice(0, 12)}.sh`);
+    const marker = join(base, 'planted-script-ran');
+    mkdirSync(plantedDir);
+    writeFileSync(planted, `#!/bin/sh\necho planted > ${JSON.stringify(marker)}\nexec ${JSON.stringify(CHROMIUM)} "$@"\n`, { mode: 0o755 });
+    // Planted by another user (nobody), as on a shared machine; the renderer's TMPDIR is world-writable.
+    chmodSync(base, 0o1777);
+    chownSync(plantedDir, 65534, 65534);
+    chownSync(planted, 65534, 65534);
+    const run = await rendering('launch-planted', base);
+    try {
+      expect(existsSync(marker)).toBe(false);
+      // Chromium runs from the renderer's own directory: made by it for itself (mkdtemp), mode 0700.
+      const own = readdirSync(base).filter((n) => n.startsWith('crawlfleet-render-'));
+      expect(own).toHaveLength(1);
+      const info = statSync(join(base, own[0]!));
+      expect([info.uid, info.mode & 0o777]).toEqual([process.getuid!(), 0o700]);
+    } finally {
+      await run.stop();
+    }
+  });
+});
