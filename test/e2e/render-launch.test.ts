@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ChromiumScratch } from '@crawlfleet/render';
 import { scriptSiteSpider, startScriptSite } from '../fixtures/script-site.mjs';
 import { dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
 
@@ -121,6 +122,34 @@ describe('launching Chromium (issue 28)', () => {
       expect([info.uid, info.mode & 0o777]).toEqual([process.getuid!(), 0o700]);
     } finally {
       await run.stop();
+    }
+  });
+
+  test('item 18: kill -9 of a renderer leaves its Chromium profile and temp files in one directory of its own, which the next renderer on the same temp directory removes; a live one is left alone; a clean stop leaves nothing', async () => {
+    const base = tempDir('launch-killed');
+    const entries = () => readdirSync(base).sort();
+    const first = await rendering('launch-killed-1', base);
+    const itsChromium = first.chromium();
+    first.renderer.kill('SIGKILL');
+    await waitFor(() => itsChromium.every((pid) => !isChromium(pid)), 20_000, "the killed renderer's Chromium to end");
+    const left = entries();
+    // Another renderer, alive, on the same temp directory (a second container on a shared volume).
+    const alive = await ChromiumScratch.create(base, CHROMIUM);
+    try {
+      const second = await rendering('launch-killed-2', base);
+      const aliveName = alive.dir.slice(base.length + 1);
+      // Everything the killed renderer left was inside its own directory...
+      expect(left.filter((n) => !n.startsWith('crawlfleet-render-'))).toEqual([]);
+      // ...which the second one removed when it started: only the live one's and its own remain.
+      const now = entries();
+      const secondOwn = now.filter((n) => n !== aliveName && !left.includes(n));
+      expect(secondOwn).toHaveLength(1);
+      expect(now).toEqual([aliveName, secondOwn[0]!].sort());
+      await second.stop();
+      // A clean stop removes its own directory.
+      expect(entries()).toEqual([alive.dir.slice(base.length + 1)]);
+    } finally {
+      await alive.remove();
     }
   });
 });

@@ -1,5 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { launcherScript, shellQuote } from '@crawlfleet/render';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PROFILE_ENV, isAbandoned, launcherScript, shellQuote } from '@crawlfleet/render';
 
 // The pure parts of how a renderer launches Chromium (issue 28, items 14, 18 and 19).
 
@@ -10,8 +13,41 @@ describe("Chromium's launcher script", () => {
     }
   });
 
-  test('runs the browser under setpriv --pdeathsig KILL when there is one, else the browser itself, with every argument passed on', () => {
-    expect(launcherScript('/usr/bin/chromium', '/usr/bin/setpriv')).toBe(`#!/bin/sh\nexec '/usr/bin/setpriv' --pdeathsig KILL -- '/usr/bin/chromium' "$@"\n`);
-    expect(launcherScript('/usr/bin/chromium', undefined)).toBe(`#!/bin/sh\nexec '/usr/bin/chromium' "$@"\n`);
+  test('runs the browser under setpriv --pdeathsig KILL when there is one, else the browser itself', () => {
+    expect(launcherScript('/usr/bin/chromium', '/usr/bin/setpriv')).toMatch(/\nexec '\/usr\/bin\/setpriv' --pdeathsig KILL -- '\/usr\/bin\/chromium' "\$@"\n$/);
+    expect(launcherScript('/usr/bin/chromium', undefined)).toMatch(/\nexec '\/usr\/bin\/chromium' "\$@"\n$/);
+  });
+
+  test("passes every argument on, with playwright-core's profile (removed, it is empty) swapped for the renderer's own", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'launcher-'));
+    const script = join(dir, 'launch.sh');
+    writeFileSync(script, launcherScript('/usr/bin/printf', undefined).replace(`'/usr/bin/printf' "$@"`, `'/usr/bin/printf' '%s\\n' "$@"`), { mode: 0o700 });
+    const theirs = join(dir, 'playwright_chromiumdev_profile-x');
+    mkdirSync(theirs);
+    const args = ['--headless', `--user-data-dir=${theirs}`, 'a b', "it's", '--remote-debugging-pipe'];
+    const out = execFileSync(script, args, { encoding: 'utf8', env: { PATH: '/usr/bin:/bin', [PROFILE_ENV]: join(dir, 'own profile') } });
+    expect(out.split('\n').slice(0, -1)).toEqual(['--headless', `--user-data-dir=${join(dir, 'own profile')}`, 'a b', "it's", '--remote-debugging-pipe']);
+    expect(existsSync(theirs)).toBe(false);
+    // Without the variable, the arguments stay as they came.
+    expect(
+      execFileSync(script, args, { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' } })
+        .split('\n')
+        .slice(0, -1),
+    ).toEqual(args);
+  });
+});
+
+describe("a dead renderer's directory", () => {
+  const mine = { isDirectory: true, uid: 1000, myUid: 1000, ageMs: 5_000 };
+  test.each([
+    ['its owner socket refuses: the renderer is gone', { ...mine, owner: 'refused' }, true],
+    ['its owner listens: alive', { ...mine, owner: 'listening' }, false],
+    ['the probe could not tell (a timeout, a full backlog)', { ...mine, owner: 'unknown' }, false],
+    ['no socket, a minute old: a start that died before it listened', { ...mine, owner: 'absent', ageMs: 61_000 }, true],
+    ['no socket, just made: a start under way', { ...mine, owner: 'absent' }, false],
+    ["another user's", { ...mine, uid: 0, owner: 'refused' }, false],
+    ['not a directory (a symlink, a file)', { ...mine, isDirectory: false, owner: 'refused' }, false],
+  ] as const)('%s', (_, facts, abandoned) => {
+    expect(isAbandoned(facts)).toBe(abandoned);
   });
 });

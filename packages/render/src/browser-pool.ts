@@ -1,7 +1,8 @@
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import type { Logger } from '@crawlfleet/core';
 import type { Browser, BrowserContext, BrowserContextOptions, Page } from 'playwright-core';
-import { ChromiumScratch } from './chromium-scratch.js';
+import { ChromiumScratch, PROFILE_ENV, sweepAbandoned, type BrowserDirs } from './chromium-scratch.js';
 
 export interface BrowserPoolOptions {
   /** Chromium's executable (CHROMIUM_PATH; Debian's /usr/bin/chromium by default) */
@@ -60,10 +61,14 @@ export class BrowserPool {
   private readonly all = new Set<PooledBrowser>();
   private closed = false;
   private launched = 0;
-  /** this pool's own directory (the launcher script), made at the first launch */
-  private scratch: Promise<ChromiumScratch> | undefined;
+  /** this pool's own directory (the launcher, the browsers' profiles and temp files) */
+  private readonly scratch: Promise<ChromiumScratch>;
 
-  constructor(private readonly options: BrowserPoolOptions) {}
+  constructor(private readonly options: BrowserPoolOptions) {
+    this.scratch = this.openScratch(options.tmpDir ?? tmpdir());
+    // A failure here fails each launch, which reports it.
+    this.scratch.catch(() => undefined);
+  }
 
   /** Runs `use` with a new page in the context of `key` (made with `contextOptions` on first use); the page is closed after it, whatever happens. */
   async withPage<T>(key: string, contextOptions: BrowserContextOptions, use: (page: Page) => Promise<T>): Promise<T> {
@@ -90,7 +95,7 @@ export class BrowserPool {
     this.closed = true;
     await this.launching?.catch(() => undefined);
     await Promise.all([...this.all].map((b) => this.closeBrowser(b)));
-    await (await this.scratch?.catch(() => undefined))?.remove();
+    await (await this.scratch.catch(() => undefined))?.remove();
   }
 
   private async take(): Promise<PooledBrowser> {
@@ -112,13 +117,24 @@ export class BrowserPool {
     // Loaded with the first page rendered: playwright-core takes about a second to load, which every
     // fetcher (this package's pure parts) and every `crawl` would pay otherwise.
     const { chromium } = await import('playwright-core');
-    this.scratch ??= ChromiumScratch.create(this.options.tmpDir ?? tmpdir(), this.options.executablePath);
     const scratch = await this.scratch;
-    const browser = await chromium.launch({ executablePath: scratch.launcher, args: CHROMIUM_ARGS, headless: true });
+    const dirs = await scratch.nextBrowser();
+    const launched = chromium.launch({
+      executablePath: scratch.launcher,
+      args: CHROMIUM_ARGS,
+      headless: true,
+      artifactsDir: dirs.artifacts,
+      env: { ...process.env, TMPDIR: scratch.tmp, [PROFILE_ENV]: dirs.profile },
+    });
+    const browser = await launched.catch(async (error: unknown) => {
+      await removeBrowserDirs(dirs);
+      throw error;
+    });
     const pooled: PooledBrowser = { browser, contexts: new Map(), begun: 0, open: 0, retired: false };
     this.launched++;
     this.all.add(pooled);
     browser.on('disconnected', () => {
+      void removeBrowserDirs(dirs);
       this.all.delete(pooled);
       if (this.current === pooled) this.current = undefined;
       if (!pooled.retired && !this.closed) this.options.log.warn({ pages: pooled.begun }, 'Chromium exited on its own; its open pages fail and are retried, and a new one starts');
@@ -126,6 +142,17 @@ export class BrowserPool {
     this.current = pooled;
     this.options.log.debug({ launched: this.launched }, 'Chromium started');
     return pooled;
+  }
+
+  /** Makes this pool's directory, then removes those of renderers that died without removing theirs. */
+  private async openScratch(base: string): Promise<ChromiumScratch> {
+    const scratch = await ChromiumScratch.create(base, this.options.executablePath);
+    const removed = await sweepAbandoned(base, scratch.dir).catch((error: unknown) => {
+      this.options.log.warn({ err: error, base }, "could not remove dead renderers' Chromium directories");
+      return [];
+    });
+    if (removed.length > 0) this.options.log.info({ removed }, 'removed the Chromium directories of renderers that are gone (kill -9, a crash)');
+    return scratch;
   }
 
   private retire(pooled: PooledBrowser): void {
@@ -140,4 +167,9 @@ export class BrowserPool {
     this.all.delete(pooled);
     await pooled.browser.close().catch(() => undefined);
   }
+}
+
+/** Removes one browser's profile and artifacts once it has closed (or failed to start). */
+async function removeBrowserDirs(dirs: BrowserDirs): Promise<void> {
+  await rm(dirs.root, { recursive: true, force: true }).catch(() => undefined);
 }
