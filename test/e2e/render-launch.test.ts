@@ -1,10 +1,10 @@
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ChromiumScratch } from '@crawlfleet/render';
 import { scriptSiteSpider, startScriptSite } from '../fixtures/script-site.mjs';
-import { dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+import { CLI, REDIS_URL, ROOT, dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
 
 // How a renderer launches Chromium (issue 28, items 14, 18 and 19): what the browser may see of the
 // renderer's environment, its sandbox, where its files live, and who can plant what it runs. Each
@@ -47,7 +47,11 @@ const procList = (pid: number, file: 'environ' | 'cmdline'): string[] => {
   }
 };
 
+/** A process's command line as one string: Chromium's helpers rewrite theirs as one (setproctitle). */
+const commandLine = (pid: number) => procList(pid, 'cmdline').join(' ');
 const isChromium = (pid: number) => (procList(pid, 'cmdline')[0] ?? '').includes('chromium');
+/** The browser process itself: the one Chromium process without a --type. */
+const isBrowser = (pid: number) => !commandLine(pid).includes('--type=');
 
 interface Rendering {
   renderer: ChildProcess & { result?: Promise<unknown> };
@@ -56,6 +60,8 @@ interface Rendering {
   /** pages the browser has loaded from the shop */
   rendered(): number;
   stop(): Promise<void>;
+  /** what the renderer logged so far */
+  log(): string;
 }
 
 describe('launching Chromium (issue 28)', () => {
@@ -73,17 +79,17 @@ describe('launching Chromium (issue 28)', () => {
   async function rendering(
     name: string,
     tmp: string,
-    extra: Record<string, string> = {},
-    startRenderer = (env: NodeJS.ProcessEnv) => spawnCli(['worker', 'renderer', '--concurrency', '2'], { env }),
+    rendererEnv: Record<string, string> = {},
+    startRenderer = (env: NodeJS.ProcessEnv): ChildProcess => spawnCli(['worker', 'renderer', '--concurrency', '2'], { env }),
   ): Promise<Rendering> {
     const site = await startScriptSite({ products: 40, perPage: 10, apiDelayMs: 200 });
     const prefix = uniquePrefix(name);
     prefixes.push(prefix);
-    const env = testEnv(prefix, { TMPDIR: tmp, ...extra });
+    const env = testEnv(prefix, { TMPDIR: tmp });
     const spider = writeJson(tempDir(name), 'shop.json', { ...scriptSiteSpider(site.url, 'always'), startUrls: [`${site.url}/app/list/1.html`] });
     expect((await runCli(['seed', spider, '--sink', join(tmp, '..', `${name}.jsonl`), '--crawl-id', 'shop'], { env })).code).toBe(0);
     const fetcher = spawnCli(['worker', 'fetcher'], { env });
-    const renderer = startRenderer(env);
+    const renderer = startRenderer({ ...env, ...rendererEnv });
     const stderr: string[] = [];
     renderer.stderr?.on('data', (d: Buffer) => stderr.push(d.toString()));
     const rendered = () => site.visits.browser.size;
@@ -95,7 +101,7 @@ describe('launching Chromium (issue 28)', () => {
     };
     stops.push(stop);
     await waitFor(() => rendered() >= 1 && chromium().length > 0, 90_000, `a page rendered by ${name}'s renderer (stderr: ${stderr.join('').slice(-2000)})`);
-    return { renderer, chromium, rendered, stop };
+    return { renderer, chromium, rendered, stop, log: () => stderr.join('') };
   }
 
   test('item 19: a launcher script planted in the shared temp directory by another user is never run; the renderer writes its own, in a directory only it can enter', async () => {
@@ -151,5 +157,89 @@ describe('launching Chromium (issue 28)', () => {
     } finally {
       await alive.remove();
     }
+  });
+
+  describe("item 14: Chromium sees none of the fleet's secrets, and runs in its sandbox where the platform allows", () => {
+    const canary = `canary-${process.pid}-${Date.now()}`;
+    const secrets = {
+      DASHBOARD_PASSWORD: `${canary}-dashboard`,
+      MONGO_URL: `mongodb://crawlfleet:${canary}-mongo@127.0.0.1:1/crawlfleet`,
+      PROXY_LIST: `http://user:${canary}-proxy@127.0.0.1:9`,
+      DASHBOARD_USER: 'admin',
+    };
+    const SECRET_NAMES = ['REDIS_URL', 'MONGO_URL', 'PROXY_LIST', 'DASHBOARD_PASSWORD', 'DASHBOARD_USER', 'QUEUE_PREFIX'];
+
+    /** Every Chromium process of the renderer: its environment holds no secret, by name or by value. Returns their command lines. */
+    function expectNoSecrets(run: Rendering): string[] {
+      const pids = run.chromium();
+      expect(pids.length).toBeGreaterThan(1);
+      const environs = pids.map((pid) => procList(pid, 'environ'));
+      const leaked = environs.flat().filter((v) => SECRET_NAMES.includes(v.split('=')[0]!) || v.includes(canary) || v.includes(REDIS_URL));
+      expect(leaked).toEqual([]);
+      // ...and still what it needs to run.
+      const browser = pids.findIndex(isBrowser);
+      expect(environs[browser]!.filter((v) => /^(PATH|HOME|TMPDIR)=/.test(v)).length).toBe(3);
+      return pids.map(commandLine);
+    }
+
+    /** The user namespace a process runs in ('' once it ended). */
+    const userNamespace = (pid: number) => {
+      try {
+        return readlinkSync(`/proc/${pid}/ns/user`);
+      } catch {
+        return '';
+      }
+    };
+
+    test('as root (this machine runs tests as root): no secret reaches Chromium; it runs without its sandbox, which Chromium refuses to root, and the renderer says why', async () => {
+      if (process.getuid!() !== 0) return; // the next test covers a non-root renderer
+      const run = await rendering('launch-env-root', tempDir('launch-env-root'), secrets);
+      try {
+        const cmdlines = expectNoSecrets(run);
+        expect(cmdlines.some((c) => c.includes('--no-sandbox'))).toBe(true);
+        const said = run
+          .log()
+          .split('\n')
+          .filter((line) => line.includes('"msg":"Chromium runs without its sandbox"'));
+        expect(said).toHaveLength(1);
+        expect(said[0]).toContain('Chromium refuses its sandbox to root');
+      } finally {
+        await run.stop();
+      }
+    });
+
+    test('as a non-root user with user namespaces (the image runs it as node, uid 1000): no secret reaches Chromium, and its pages run in the sandbox (their own user namespace, no --no-sandbox)', async () => {
+      // A renderer as uid 1000: in a user namespace of its own when this runs as root (root outside,
+      // 1000 inside: Chromium sees a non-root user), else as this user.
+      const asUser = (env: NodeJS.ProcessEnv): ChildProcess =>
+        process.getuid!() === 0
+          ? spawn('unshare', ['--user', '--map-user=1000', '--map-group=1000', '--', CLI, 'worker', 'renderer', '--concurrency', '2'], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+          : spawnCli(['worker', 'renderer', '--concurrency', '2'], { env });
+      const run = await rendering('launch-env-user', tempDir('launch-env-user'), secrets, asUser);
+      try {
+        const cmdlines = expectNoSecrets(run);
+        expect(cmdlines.filter((c) => c.includes('--no-sandbox'))).toEqual([]);
+        // The namespace sandbox: each page's process (a renderer, while a page is open) in a user
+        // namespace other than the browser's.
+        const browser = run.chromium().find(isBrowser)!;
+        const browserNamespace = userNamespace(browser);
+        const pages = new Map<number, string>();
+        await waitFor(
+          () => {
+            for (const pid of run.chromium().filter((p) => commandLine(p).includes('--type=renderer'))) {
+              const namespace = userNamespace(pid);
+              if (namespace) pages.set(pid, namespace);
+            }
+            return pages.size > 0;
+          },
+          60_000,
+          'a page process (--type=renderer) to look at',
+        );
+        expect([...pages.values()].filter((namespace) => namespace === browserNamespace)).toEqual([]);
+        expect(run.log()).toContain('Chromium runs in its sandbox');
+      } finally {
+        await run.stop();
+      }
+    });
   });
 });

@@ -1,7 +1,8 @@
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import type { Logger } from '@crawlfleet/core';
-import type { Browser, BrowserContext, BrowserContextOptions, Page } from 'playwright-core';
+import { errorMessage, type Logger } from '@crawlfleet/core';
+import type { Browser, BrowserContext, BrowserContextOptions, BrowserType, Page } from 'playwright-core';
+import { SANDBOX_NEEDS, chromiumEnvironment, isSandboxFailure, sandboxPlan, type SandboxPlan, type SandboxSetting } from './chromium-launch.js';
 import { ChromiumScratch, PROFILE_ENV, sweepAbandoned, type BrowserDirs } from './chromium-scratch.js';
 
 export interface BrowserPoolOptions {
@@ -12,6 +13,8 @@ export interface BrowserPoolOptions {
   log: Logger;
   /** where the pool makes its own directory (os.tmpdir() by default) */
   tmpDir?: string;
+  /** CHROMIUM_SANDBOX (auto by default) */
+  sandbox?: SandboxSetting;
 }
 
 /**
@@ -63,8 +66,11 @@ export class BrowserPool {
   private launched = 0;
   /** this pool's own directory (the launcher, the browsers' profiles and temp files) */
   private readonly scratch: Promise<ChromiumScratch>;
+  /** whether Chromium runs sandboxed (CHROMIUM_SANDBOX, the user, and what the platform allowed) */
+  private sandbox: SandboxPlan;
 
   constructor(private readonly options: BrowserPoolOptions) {
+    this.sandbox = sandboxPlan(options.sandbox ?? 'auto', process.getuid?.() ?? -1);
     this.scratch = this.openScratch(options.tmpDir ?? tmpdir());
     // A failure here fails each launch, which reports it.
     this.scratch.catch(() => undefined);
@@ -118,23 +124,12 @@ export class BrowserPool {
     // fetcher (this package's pure parts) and every `crawl` would pay otherwise.
     const { chromium } = await import('playwright-core');
     const scratch = await this.scratch;
-    const dirs = await scratch.nextBrowser();
-    const launched = chromium.launch({
-      executablePath: scratch.launcher,
-      args: CHROMIUM_ARGS,
-      headless: true,
-      artifactsDir: dirs.artifacts,
-      env: { ...process.env, TMPDIR: scratch.tmp, [PROFILE_ENV]: dirs.profile },
-    });
-    const browser = await launched.catch(async (error: unknown) => {
-      await removeBrowserDirs(dirs);
-      throw error;
-    });
+    const browser = await this.startChromium(chromium, scratch).catch((error: unknown) => this.withoutSandboxIfRefused(error, () => this.startChromium(chromium, scratch)));
+    if (this.launched === 0) this.reportSandbox();
     const pooled: PooledBrowser = { browser, contexts: new Map(), begun: 0, open: 0, retired: false };
     this.launched++;
     this.all.add(pooled);
     browser.on('disconnected', () => {
-      void removeBrowserDirs(dirs);
       this.all.delete(pooled);
       if (this.current === pooled) this.current = undefined;
       if (!pooled.retired && !this.closed) this.options.log.warn({ pages: pooled.begun }, 'Chromium exited on its own; its open pages fail and are retried, and a new one starts');
@@ -142,6 +137,43 @@ export class BrowserPool {
     this.current = pooled;
     this.options.log.debug({ launched: this.launched }, 'Chromium started');
     return pooled;
+  }
+
+  /**
+   * Starts one Chromium: through the launcher, with the sandbox as planned, only the allow-listed
+   * environment (none of the fleet's secrets), and its profile, artifacts and temp files in this
+   * pool's directory (removed when it closes).
+   */
+  private async startChromium(chromium: BrowserType, scratch: ChromiumScratch): Promise<Browser> {
+    const dirs = await scratch.nextBrowser();
+    try {
+      const browser = await chromium.launch({
+        executablePath: scratch.launcher,
+        args: CHROMIUM_ARGS,
+        headless: true,
+        chromiumSandbox: this.sandbox.sandbox,
+        artifactsDir: dirs.artifacts,
+        env: chromiumEnvironment(process.env, { TMPDIR: scratch.tmp, [PROFILE_ENV]: dirs.profile }),
+      });
+      browser.on('disconnected', () => void removeBrowserDirs(dirs));
+      return browser;
+    } catch (error) {
+      await removeBrowserDirs(dirs);
+      throw error;
+    }
+  }
+
+  /** After a failed launch: with CHROMIUM_SANDBOX=auto and a platform that refused the sandbox, `retry` without it from now on; otherwise the error stands. */
+  private async withoutSandboxIfRefused(error: unknown, retry: () => Promise<Browser>): Promise<Browser> {
+    if (!this.sandbox.sandbox || !isSandboxFailure(errorMessage(error))) throw error;
+    if (this.sandbox.required) throw new Error(`CHROMIUM_SANDBOX=on, but Chromium could not start its sandbox; it needs ${SANDBOX_NEEDS}`, { cause: error });
+    this.sandbox = { sandbox: false, required: false, reason: `the platform refused Chromium's sandbox; it needs ${SANDBOX_NEEDS}` };
+    return retry();
+  }
+
+  private reportSandbox(): void {
+    if (this.sandbox.sandbox) this.options.log.info('Chromium runs in its sandbox');
+    else this.options.log.warn({ reason: this.sandbox.reason }, 'Chromium runs without its sandbox');
   }
 
   /** Makes this pool's directory, then removes those of renderers that died without removing theirs. */
