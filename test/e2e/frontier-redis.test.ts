@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { Keys, closeQueues, createQueues, keySlot, runScript, urlFingerprint, validateSpider } from '@crawlfleet/core';
@@ -262,6 +263,39 @@ describe('the frontier on real Redis', () => {
       expect(ready).toContain('crawlfleet_queue_ready{queue="parse"} 0');
     } finally {
       await queues.fetch.remove('parked-1');
+      await closeQueues(queues);
+    }
+  });
+
+  test('issue 28 item 8: a delayed job whose time has come is ready work, in every queue: a stage scaled to 0 (the renderers) comes back for it', async () => {
+    // Only a worker of the queue promotes its delayed jobs; with none running (KEDA scaled the
+    // renderers to 0), a render job delayed for its host's turn stays delayed for ever unless the
+    // gauge KEDA reads counts it once it is due.
+    const queues = createQueues(redis, keys);
+    try {
+      const job = { crawlId: 'due-later', url: 'http://h.test/due', depth: 0 };
+      const due = await queues.render.add('due', job, { jobId: 'due-render-1', delay: 20 });
+      await queues.write.add('due', job, { jobId: 'due-write-1', delay: 20 });
+      await queues.render.add('later', job, { jobId: 'later-render-1', delay: 3_600_000 });
+      // No worker runs: the jobs stay in the delayed set, the first two past their time.
+      while (Date.now() <= due.timestamp + 20) await new Promise((r) => setTimeout(r, 10));
+      expect(await queues.render.getJobCounts('delayed', 'waiting')).toEqual({ delayed: 2, waiting: 0 });
+      const registry = new Registry();
+      registerQueueGauges(registry, queues, frontierOf(redis, keys));
+      const text = await registry.metrics();
+      expect(text).toContain('crawlfleet_queue_ready{queue="render"} 1');
+      expect(text).toContain('crawlfleet_queue_ready{queue="write"} 1');
+      expect(text).toContain('crawlfleet_queue_ready{queue="parse"} 0');
+      // The exposition is valid for Prometheus (promtool's own parser and linter).
+      const checked = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+      expect(checked.stdout + checked.stderr).not.toMatch(/error/i);
+      // An hour on, the later one is due too (the clock is injectable).
+      const later = new Registry();
+      registerQueueGauges(later, queues, frontierOf(redis, keys), { now: () => Date.now() + 3_600_001 });
+      expect(await later.getSingleMetricAsString('crawlfleet_queue_ready')).toContain('crawlfleet_queue_ready{queue="render"} 2');
+    } finally {
+      for (const id of ['due-render-1', 'later-render-1']) await queues.render.remove(id);
+      await queues.write.remove('due-write-1');
       await closeQueues(queues);
     }
   });

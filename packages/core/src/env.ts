@@ -104,6 +104,10 @@ export const ENV_TABLE = {
     doc: "`name:address` pairs that replace DNS for those names, like curl's `--resolve` (staging, tests); the SSRF guard still applies, through a proxy too (it is asked for the resolved IP) unless the spider sets `proxies.resolveNames`",
   },
   CHROMIUM_PATH: { default: '/usr/bin/chromium', doc: "the Chromium a renderer drives (Debian's `chromium` package; the renderer image has it)" },
+  CHROMIUM_SANDBOX: {
+    default: 'auto',
+    doc: "Chromium's sandbox: `auto` uses it where the platform allows (not as root, and only where user namespaces are allowed; the renderer logs why not), `on` fails rather than go without, `off` never tries",
+  },
   RENDER_RETIRE_AFTER_PAGES: { default: '100', doc: "pages a renderer's browser renders before it is retired and a fresh one takes over (bounds the memory a long crawl leaks into Chromium)" },
   METRICS_PORT: { default: '', doc: 'a worker serves `/metrics`, `/healthz` and `/readyz` on this port' },
   METRICS_HOST: { default: '0.0.0.0', doc: 'the address the metrics port binds (`127.0.0.1` keeps it on the machine)' },
@@ -174,6 +178,7 @@ const envSchema = z.object({
   PROXY_LIST: z.string(),
   ROBOTS_CACHE_SECONDS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of seconds'),
   CHROMIUM_PATH: z.string().min(1),
+  CHROMIUM_SANDBOX: z.enum(['auto', 'on', 'off'], { error: 'must be auto, on or off' }),
   RENDER_RETIRE_AFTER_PAGES: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of pages'),
   METRICS_PORT: z.string().regex(/^(\d{1,5})?$/, 'must be a port number'),
   METRICS_HOST: z.string().min(1),
@@ -236,6 +241,8 @@ export interface Env {
   dashboardAllowedHosts: string[];
   /** CHROMIUM_PATH: the browser a renderer drives */
   chromiumPath: string;
+  /** CHROMIUM_SANDBOX: whether Chromium runs in its sandbox (auto: where the platform allows) */
+  chromiumSandbox: 'auto' | 'on' | 'off';
   /** RENDER_RETIRE_AFTER_PAGES: pages a browser renders before it is retired */
   renderRetireAfterPages: number;
   /** PROXY_PROBE_URL: what a probe of a banned proxy requests through it; undefined: a connection to the proxy only */
@@ -315,6 +322,7 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     robotsCacheSeconds: Number(e.ROBOTS_CACHE_SECONDS),
     hostResolve: e.HOST_RESOLVE,
     chromiumPath: e.CHROMIUM_PATH,
+    chromiumSandbox: e.CHROMIUM_SANDBOX,
     renderRetireAfterPages: Number(e.RENDER_RETIRE_AFTER_PAGES),
     metricsPort: e.METRICS_PORT === '' ? undefined : Number(e.METRICS_PORT),
     metricsHost: e.METRICS_HOST,

@@ -20,8 +20,34 @@ export const frontierOf = (redis: RedisClient, keys: Keys): FrontierReaders => (
 const JOB_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed', 'completed'] as const;
 /** What autoscaling reads: every job of the queue that is not finished (delayed ones included). */
 const BACKLOG_STATES = ['waiting', 'active', 'delayed', 'prioritized'] as const;
-/** What can run now or runs: not the delayed jobs (waiting for their host's turn, a retry, or a paused crawl's). */
+/** What can run now or runs, with the delayed jobs that are due (readyCount): not those still waiting for their host's turn, a retry, or a paused crawl's. */
 const READY_STATES = ['waiting', 'active', 'prioritized'] as const;
+
+/**
+ * Pure: the highest score in a BullMQ delayed set of a job due at `nowMs`. BullMQ scores a delayed job
+ * `timestamp * 0x1000 + counter` (getDelayedScore.lua), and promotes those up to this score
+ * (promoteDelayedJobs.lua).
+ */
+export function dueDelayedMaxScore(nowMs: number): number {
+  return (Math.floor(nowMs) + 1) * 0x1000 - 1;
+}
+
+/**
+ * The delayed jobs of `queue` whose time has come at `nowMs`. Only a worker of the queue moves them
+ * to its wait list: with no worker running (a stage scaled to 0) they stay delayed for ever, so the
+ * ready work must count them, or nothing would start the worker that promotes them.
+ */
+async function dueDelayedJobs(queue: Queues[keyof Queues], nowMs: number): Promise<number> {
+  const backend = queue.getBackend();
+  // createQueues builds the queues on ioredis; BullMQ's adapter forwards the commands it does not declare.
+  const client = (await backend.client) as unknown as RedisClient;
+  return client.zcount(backend.keys.delayed!, 0, dueDelayedMaxScore(nowMs));
+}
+
+export interface QueueGaugeOptions {
+  /** the clock that decides which delayed jobs are due (Date.now; a test moves it) */
+  now?: () => number;
+}
 
 /**
  * Per queue and state, read from BullMQ at each scrape; each queue's backlog (everything not
@@ -30,10 +56,14 @@ const READY_STATES = ['waiting', 'active', 'prioritized'] as const;
  * URLs that must wait their host's turn, and a paused crawl's jobs wait for ever: scaling on it asks
  * for fetchers that would sit idle.
  */
-export function registerQueueGauges(registry: Registry, queues: Partial<Queues>, frontier?: FrontierReaders): void {
+export function registerQueueGauges(registry: Registry, queues: Partial<Queues>, frontier?: FrontierReaders, options: QueueGaugeOptions = {}): void {
   const list = Object.entries(queues) as [keyof Queues, Queues[keyof Queues]][];
-  // One read of every queue's counts serves the three gauges of a scrape.
-  const countsOf = sharedWithin(1000, async () => new Map(await Promise.all(list.map(async ([stage, queue]) => [stage, await queue.getJobCounts(...JOB_STATES)] as const))));
+  const now = options.now ?? Date.now;
+  // One read of every queue's counts (and its due delayed jobs) serves the three gauges of a scrape.
+  const countsOf = sharedWithin(
+    1000,
+    async () => new Map(await Promise.all(list.map(async ([stage, queue]) => [stage, { jobs: await queue.getJobCounts(...JOB_STATES), due: await dueDelayedJobs(queue, now()) }] as const))),
+  );
   new Gauge({
     name: 'crawlfleet_queue_jobs',
     help: 'BullMQ jobs per queue and state (every crawl)',
@@ -41,7 +71,7 @@ export function registerQueueGauges(registry: Registry, queues: Partial<Queues>,
     registers: [registry],
     async collect() {
       const counts = await countsOf();
-      for (const [stage] of list) for (const state of JOB_STATES) this.set({ queue: stage, state }, counts.get(stage)![state] ?? 0);
+      for (const [stage] of list) for (const state of JOB_STATES) this.set({ queue: stage, state }, counts.get(stage)!.jobs[state] ?? 0);
     },
   });
   const sumOf = (counts: Record<string, number>, states: readonly string[], plus: number) => states.reduce((n, s) => n + (counts[s] ?? 0), plus);
@@ -54,20 +84,21 @@ export function registerQueueGauges(registry: Registry, queues: Partial<Queues>,
       const counts = await countsOf();
       for (const [stage] of list) {
         const waitingInFrontier = stage === 'fetch' && frontier ? await frontier.backlog() : 0;
-        this.set({ queue: stage }, sumOf(counts.get(stage)!, BACKLOG_STATES, waitingInFrontier));
+        this.set({ queue: stage }, sumOf(counts.get(stage)!.jobs, BACKLOG_STATES, waitingInFrontier));
       }
     },
   });
   new Gauge({
     name: 'crawlfleet_queue_ready',
-    help: "work the queue's workers can do now, what autoscaling reads: jobs waiting, prioritized or active (not delayed: jobs waiting for their host's turn or a retry, and a paused crawl's); for fetch, also the running crawls' hosts whose turn has come",
+    help: "work the queue's workers can do now, what autoscaling reads: jobs waiting, prioritized or active, and delayed jobs that are due (only a worker promotes them, so a stage scaled to 0 must come back for them); not the delayed jobs still waiting for their host's turn, a retry, or a paused crawl's; for fetch, also the running crawls' hosts whose turn has come",
     labelNames: ['queue'],
     registers: [registry],
     async collect() {
       const counts = await countsOf();
       for (const [stage] of list) {
         const readyHosts = stage === 'fetch' && frontier ? await frontier.readyHosts() : 0;
-        this.set({ queue: stage }, sumOf(counts.get(stage)!, READY_STATES, readyHosts));
+        const stageCounts = counts.get(stage)!;
+        this.set({ queue: stage }, sumOf(stageCounts.jobs, READY_STATES, readyHosts + stageCounts.due));
       }
     },
   });

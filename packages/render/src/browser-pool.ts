@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
-import { accessSync, constants, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { Logger } from '@crawlfleet/core';
-import type { Browser, BrowserContext, BrowserContextOptions, Page } from 'playwright-core';
+import { errorMessage, type Logger } from '@crawlfleet/core';
+import type { Browser, BrowserContext, BrowserContextOptions, BrowserType, Page } from 'playwright-core';
+import { SANDBOX_NEEDS, chromiumEnvironment, isSandboxFailure, sandboxPlan, type SandboxPlan, type SandboxSetting } from './chromium-launch.js';
+import { ChromiumScratch, PROFILE_ENV, sweepAbandoned, type BrowserDirs } from './chromium-scratch.js';
 
 export interface BrowserPoolOptions {
   /** Chromium's executable (CHROMIUM_PATH; Debian's /usr/bin/chromium by default) */
@@ -11,6 +11,10 @@ export interface BrowserPoolOptions {
   /** pages a browser renders before it is retired (closed once its open pages end), against slow leaks */
   retireAfterPages: number;
   log: Logger;
+  /** where the pool makes its own directory (os.tmpdir() by default) */
+  tmpDir?: string;
+  /** CHROMIUM_SANDBOX (auto by default) */
+  sandbox?: SandboxSetting;
 }
 
 /**
@@ -52,7 +56,7 @@ interface PooledBrowser {
  * `retireAfterPages` pages: it takes no new page and closes once its last one ends, and a fresh
  * one takes over. A browser that crashes is dropped, and its pages fail (and are retried).
  * Chromium is started under `setpriv --pdeathsig KILL` where util-linux has it, so it dies with this
- * process even on kill -9.
+ * process even on kill -9, through a launcher script in the pool's own directory (ChromiumScratch).
  */
 export class BrowserPool {
   private current: PooledBrowser | undefined;
@@ -60,8 +64,17 @@ export class BrowserPool {
   private readonly all = new Set<PooledBrowser>();
   private closed = false;
   private launched = 0;
+  /** this pool's own directory (the launcher, the browsers' profiles and temp files) */
+  private readonly scratch: Promise<ChromiumScratch>;
+  /** whether Chromium runs sandboxed (CHROMIUM_SANDBOX, the user, and what the platform allowed) */
+  private sandbox: SandboxPlan;
 
-  constructor(private readonly options: BrowserPoolOptions) {}
+  constructor(private readonly options: BrowserPoolOptions) {
+    this.sandbox = sandboxPlan(options.sandbox ?? 'auto', process.getuid?.() ?? -1);
+    this.scratch = this.openScratch(options.tmpDir ?? tmpdir());
+    // A failure here fails each launch, which reports it.
+    this.scratch.catch(() => undefined);
+  }
 
   /** Runs `use` with a new page in the context of `key` (made with `contextOptions` on first use); the page is closed after it, whatever happens. */
   async withPage<T>(key: string, contextOptions: BrowserContextOptions, use: (page: Page) => Promise<T>): Promise<T> {
@@ -88,6 +101,7 @@ export class BrowserPool {
     this.closed = true;
     await this.launching?.catch(() => undefined);
     await Promise.all([...this.all].map((b) => this.closeBrowser(b)));
+    await (await this.scratch.catch(() => undefined))?.remove();
   }
 
   private async take(): Promise<PooledBrowser> {
@@ -109,7 +123,9 @@ export class BrowserPool {
     // Loaded with the first page rendered: playwright-core takes about a second to load, which every
     // fetcher (this package's pure parts) and every `crawl` would pay otherwise.
     const { chromium } = await import('playwright-core');
-    const browser = await chromium.launch({ executablePath: dieWithParent(this.options.executablePath), args: CHROMIUM_ARGS, headless: true });
+    const scratch = await this.scratch;
+    const browser = await this.startChromium(chromium, scratch).catch((error: unknown) => this.withoutSandboxIfRefused(error, () => this.startChromium(chromium, scratch)));
+    if (this.launched === 0) this.reportSandbox();
     const pooled: PooledBrowser = { browser, contexts: new Map(), begun: 0, open: 0, retired: false };
     this.launched++;
     this.all.add(pooled);
@@ -121,6 +137,54 @@ export class BrowserPool {
     this.current = pooled;
     this.options.log.debug({ launched: this.launched }, 'Chromium started');
     return pooled;
+  }
+
+  /**
+   * Starts one Chromium: through the launcher, with the sandbox as planned, only the allow-listed
+   * environment (none of the fleet's secrets), and its profile, artifacts and temp files in this
+   * pool's directory (removed when it closes).
+   */
+  private async startChromium(chromium: BrowserType, scratch: ChromiumScratch): Promise<Browser> {
+    const dirs = await scratch.nextBrowser();
+    try {
+      const browser = await chromium.launch({
+        executablePath: scratch.launcher,
+        args: CHROMIUM_ARGS,
+        headless: true,
+        chromiumSandbox: this.sandbox.sandbox,
+        artifactsDir: dirs.artifacts,
+        env: chromiumEnvironment(process.env, { TMPDIR: scratch.tmp, [PROFILE_ENV]: dirs.profile }),
+      });
+      browser.on('disconnected', () => void removeBrowserDirs(dirs));
+      return browser;
+    } catch (error) {
+      await removeBrowserDirs(dirs);
+      throw error;
+    }
+  }
+
+  /** After a failed launch: with CHROMIUM_SANDBOX=auto and a platform that refused the sandbox, `retry` without it from now on; otherwise the error stands. */
+  private async withoutSandboxIfRefused(error: unknown, retry: () => Promise<Browser>): Promise<Browser> {
+    if (!this.sandbox.sandbox || !isSandboxFailure(errorMessage(error))) throw error;
+    if (this.sandbox.required) throw new Error(`CHROMIUM_SANDBOX=on, but Chromium could not start its sandbox; it needs ${SANDBOX_NEEDS}`, { cause: error });
+    this.sandbox = { sandbox: false, required: false, reason: `the platform refused Chromium's sandbox; it needs ${SANDBOX_NEEDS}` };
+    return retry();
+  }
+
+  private reportSandbox(): void {
+    if (this.sandbox.sandbox) this.options.log.info('Chromium runs in its sandbox');
+    else this.options.log.warn({ reason: this.sandbox.reason }, 'Chromium runs without its sandbox');
+  }
+
+  /** Makes this pool's directory, then removes those of renderers that died without removing theirs. */
+  private async openScratch(base: string): Promise<ChromiumScratch> {
+    const scratch = await ChromiumScratch.create(base, this.options.executablePath);
+    const removed = await sweepAbandoned(base, scratch.dir).catch((error: unknown) => {
+      this.options.log.warn({ err: error, base }, "could not remove dead renderers' Chromium directories");
+      return [];
+    });
+    if (removed.length > 0) this.options.log.info({ removed }, 'removed the Chromium directories of renderers that are gone (kill -9, a crash)');
+    return scratch;
   }
 
   private retire(pooled: PooledBrowser): void {
@@ -137,33 +201,7 @@ export class BrowserPool {
   }
 }
 
-/**
- * The executable to launch: a small script that runs Chromium with the parent-death signal set
- * (util-linux setpriv), so the kernel kills the browser when this process dies however it dies;
- * Chromium's own helper processes end with it. Without setpriv, Chromium itself (it also exits when
- * its DevTools pipe closes).
- */
-function dieWithParent(executablePath: string): string {
-  const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find(executable);
-  if (!setpriv) return executablePath;
-  const dir = join(tmpdir(), 'crawlfleet-chromium');
-  const script = `#!/bin/sh\nexec ${setpriv} --pdeathsig KILL -- ${JSON.stringify(executablePath)} "$@"\n`;
-  const path = join(dir, `chromium-${createHash('sha1').update(script).digest('hex').slice(0, 12)}.sh`);
-  if (!executable(path)) {
-    mkdirSync(dir, { recursive: true });
-    // Written aside and renamed: another process may be writing the same script.
-    const aside = `${path}.${process.pid}`;
-    writeFileSync(aside, script, { mode: 0o755 });
-    renameSync(aside, path);
-  }
-  return path;
-}
-
-function executable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
+/** Removes one browser's profile and artifacts once it has closed (or failed to start). */
+async function removeBrowserDirs(dirs: BrowserDirs): Promise<void> {
+  await rm(dirs.root, { recursive: true, force: true }).catch(() => undefined);
 }

@@ -30,6 +30,8 @@ export interface RendererOptions {
   executablePath: string;
   /** pages a browser renders before it is retired */
   retireAfterPages: number;
+  /** CHROMIUM_SANDBOX */
+  sandbox?: 'auto' | 'on' | 'off';
 }
 
 /**
@@ -38,7 +40,7 @@ export interface RendererOptions {
  * (through the guard), not through the fleet's proxy pool.
  */
 export function startRenderer(ctx: FleetContext, options: RendererOptions): RunningStage {
-  const pool = new BrowserPool({ executablePath: options.executablePath, retireAfterPages: options.retireAfterPages, log: ctx.log });
+  const pool = new BrowserPool({ executablePath: options.executablePath, retireAfterPages: options.retireAfterPages, sandbox: options.sandbox, log: ctx.log });
   const renderer = new PageRenderer(pool, parseHostResolve(ctx.env.hostResolve), ctx.log, (stats) => ctx.metrics.renderedPage(stats));
   const stage = startFetchStage(ctx, { concurrency: options.concurrency, renderer });
   return {

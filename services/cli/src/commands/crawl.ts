@@ -95,7 +95,14 @@ export async function crawlCommand(spiderFile: string, options: CrawlOptions): P
     stages.push(startWriter(ctx, { concurrency: Math.max(4, options.concurrency) }));
     // A spider that renders gets a renderer here too; its browser starts with the first page it renders.
     if (mayRender(spider))
-      stages.push(startRenderer(ctx, { concurrency: options.renderConcurrency ?? DEFAULT_RENDER_CONCURRENCY, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages }));
+      stages.push(
+        startRenderer(ctx, {
+          concurrency: options.renderConcurrency ?? DEFAULT_RENDER_CONCURRENCY,
+          executablePath: env.chromiumPath,
+          retireAfterPages: env.renderRetireAfterPages,
+          sandbox: env.chromiumSandbox,
+        }),
+      );
     const progress = progressTicker(ctx.redis, ctx.keys, crawlId, !options.quiet && process.stderr.isTTY === true);
     const state = await waitForEnd(ctx.redis, ctx.keys, crawlId, {
       onTick: async () => {

@@ -26,7 +26,7 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
     k === 'fetcher'
       ? startFetcher(ctx, { concurrency, proxies })
       : k === 'renderer'
-        ? startRenderer(ctx, { concurrency, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages })
+        ? startRenderer(ctx, { concurrency, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages, sandbox: env.chromiumSandbox })
         : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
   // A writer is not ready while the MongoDB it was given (MONGO_URL) does not answer.
   const metrics = await serveMetrics(ctx, [QUEUE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
