@@ -1,0 +1,87 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { Worker } from 'bullmq';
+import { Keys, closeQueues, createQueues, validateSpider, type Queues } from '@crawlfleet/core';
+import { admitAndEnqueue, beginJob, crawlTake, parkForPause, pauseCrawl, registerCrawl, resumeCrawl, type CrawlLayout } from '@crawlfleet/crawl';
+import { REDIS_URL, dropPrefix, uniquePrefix } from '../helpers/cli.js';
+
+// Races of a crawl's life (issue #28, items 2, 3, 4 and 7), each built step by step in the racing
+// order against a real Redis: the steps are called directly, or through a narrow test hook placed
+// in the window where the other party lands.
+
+const spider = validateSpider({ name: 'races', startUrls: [], allowPrivateAddresses: true }, 'test spider');
+const SINK = { kind: 'jsonl' as const, path: '/dev/null' };
+
+describe('races of a crawl life, on a real Redis', () => {
+  const prefix = uniquePrefix('races');
+  const keys = new Keys(prefix);
+  const redis = new Redis(REDIS_URL);
+  const bull = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  let queues: Queues;
+  beforeAll(() => {
+    queues = createQueues(redis, keys);
+  });
+  afterAll(async () => {
+    await closeQueues(queues);
+    redis.disconnect();
+    bull.disconnect();
+    await dropPrefix(prefix);
+  });
+
+  /** Registers a crawl of one partition and admits `urls`: their fetch jobs are pending and queued. */
+  const crawlWith = async (crawlId: string, urls: string[]): Promise<CrawlLayout> => {
+    const { layout } = await registerCrawl(redis, keys, crawlId, spider, SINK);
+    const take = crawlTake(1000, layout, spider);
+    await admitAndEnqueue(
+      redis,
+      keys,
+      queues,
+      { ...layout, spider },
+      urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })),
+      { take },
+    );
+    return layout;
+  };
+
+  /** A worker's take of the next fetch job, by hand: the job is active, locked by `token`. */
+  const takeFetchJob = async (token: string) => {
+    const worker = new Worker(queues.fetch.name, undefined, { connection: bull, prefix: keys.queuePrefix('fetch'), autorun: false });
+    try {
+      const job = await worker.getNextJob(token, { block: false });
+      if (!job) throw new Error('no fetch job to take');
+      return job;
+    } finally {
+      await worker.close();
+    }
+  };
+
+  test('item 2: a resume that lands between the parking of a paused job and its move to the delayed set leaves no job parked for 24 h', async () => {
+    const layout = await crawlWith('pause-race', ['http://h.test/a']);
+    expect(await pauseCrawl(redis, keys, 'pause-race')).toBe('paused');
+    const token = randomUUID();
+    const job = await takeFetchJob(token);
+    const begun = await beginJob(redis, keys, layout, 'fetch', job.id!, job.data.url);
+    expect(begun.state).toBe('paused');
+    // The worker parks the job; the resume comes in the middle of it.
+    await parkForPause(redis, keys, layout, 'fetch', job, token, job.data.url, async () => {
+      expect(await resumeCrawl(redis, keys, queues, 'pause-race', 1000)).toBe('running');
+    });
+    // The job runs now: it waits for a worker, not for a day in the delayed set, and nothing of it stays parked.
+    expect(await job.getState()).toBe('waiting');
+    expect(await redis.scard(keys.part('pause-race', 0, 1).parked.fetch)).toBe(0);
+    await job.remove(); // the queue is shared with the next tests
+  });
+
+  test('item 2, without a race: a paused job is parked, in BullMQ and in the crawl', async () => {
+    const layout = await crawlWith('pause-plain', ['http://h.test/a']);
+    expect(await pauseCrawl(redis, keys, 'pause-plain')).toBe('paused');
+    const token = randomUUID();
+    const job = await takeFetchJob(token);
+    await beginJob(redis, keys, layout, 'fetch', job.id!, job.data.url);
+    await parkForPause(redis, keys, layout, 'fetch', job, token, job.data.url);
+    expect(await job.getState()).toBe('delayed');
+    expect(await redis.scard(keys.part('pause-plain', 0, 1).delayed.fetch)).toBe(1);
+    expect(await redis.scard(keys.part('pause-plain', 0, 1).parked.fetch)).toBe(1);
+    await job.remove();
+  });
+});
