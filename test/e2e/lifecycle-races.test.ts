@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Worker } from 'bullmq';
 import { Keys, closeQueues, createQueues, validateSpider, type Queues } from '@crawlfleet/core';
-import { admitAndEnqueue, beginJob, crawlTake, parkForPause, pauseCrawl, registerCrawl, resumeCrawl, type CrawlLayout } from '@crawlfleet/crawl';
+import { admitAndEnqueue, beginJob, cancelCrawl, crawlTake, forgetPartitions, parkForPause, pauseCrawl, registerCrawl, resumeCrawl, type CrawlLayout } from '@crawlfleet/crawl';
 import { REDIS_URL, dropPrefix, uniquePrefix } from '../helpers/cli.js';
 
 // Races of a crawl's life (issue #28, items 2, 3, 4 and 7), each built step by step in the racing
@@ -41,6 +41,22 @@ describe('races of a crawl life, on a real Redis', () => {
       { take },
     );
     return layout;
+  };
+
+  const admitAs = (layout: CrawlLayout, urls: string[]) =>
+    admitAndEnqueue(
+      redis,
+      keys,
+      queues,
+      { ...layout, spider },
+      urls.map((url) => ({ url, depth: 0, verdict: 'admit' as const })),
+      { take: crawlTake(1000, layout, spider) },
+    );
+
+  /** Every key of a partition's slot (its hash tag) still in Redis. */
+  const keysOfPartition = async (crawlId: string) => {
+    const tag = /\{[^}]+\}/.exec(keys.part(crawlId, 0, 1).part)![0];
+    return redis.keys(`${prefix}:*${tag.replace(/[[\]*?]/g, '\\$&')}*`);
   };
 
   /** A worker's take of the next fetch job, by hand: the job is active, locked by `token`. */
@@ -83,5 +99,21 @@ describe('races of a crawl life, on a real Redis', () => {
     expect(await redis.scard(keys.part('pause-plain', 0, 1).delayed.fetch)).toBe(1);
     expect(await redis.scard(keys.part('pause-plain', 0, 1).parked.fetch)).toBe(1);
     await job.remove();
+  });
+
+  test('item 3: an old run that admits a link while reset (or gc) unlinks its partition leaves nothing behind for the next run', async () => {
+    const old = await crawlWith('reset-race', ['http://h.test/1']);
+    expect(await cancelCrawl(redis, keys, queues, 'reset-race')).toBe('cancelled');
+    // reset (and gc) forget the partitions; a parse job of the old run admits its page's links meanwhile.
+    await forgetPartitions(redis, keys, queues, old, {
+      afterIndexGone: async () => {
+        await admitAs(old, ['http://h.test/2']).catch(() => undefined);
+      },
+    });
+    await redis.unlink(...keys.crawlOwnKeys('reset-race'));
+    expect(await keysOfPartition('reset-race')).toEqual([]);
+    // The next run sees the link as new: a seed admits it.
+    const { layout } = await registerCrawl(redis, keys, 'reset-race', spider, SINK);
+    expect((await admitAs(layout, ['http://h.test/2'])).seen).toBe(1);
   });
 });
