@@ -1,9 +1,24 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Worker } from 'bullmq';
-import { Keys, closeQueues, createQueues, validateSpider, type Queues } from '@crawlfleet/core';
-import { admitAndEnqueue, beginJob, cancelCrawl, crawlTake, forgetPartitions, parkForPause, pauseCrawl, registerCrawl, resumeCrawl, type CrawlLayout } from '@crawlfleet/crawl';
-import { REDIS_URL, dropPrefix, uniquePrefix } from '../helpers/cli.js';
+import { Keys, closeQueues, createQueues, loadEnv, validateSpider, type Queues } from '@crawlfleet/core';
+import {
+  admitAndEnqueue,
+  beginJob,
+  cancelCrawl,
+  crawlTake,
+  forgetPartitions,
+  getCrawlState,
+  parkForPause,
+  pauseCrawl,
+  registerCrawl,
+  resumeCrawl,
+  settleCrawl,
+  type CrawlLayout,
+} from '@crawlfleet/crawl';
+import { createFleetContext } from '@crawlfleet/runtime';
+import { seedCrawl } from '@crawlfleet/seeder';
+import { REDIS_URL, dropPrefix, testEnv, uniquePrefix } from '../helpers/cli.js';
 
 // Races of a crawl's life (issue #28, items 2, 3, 4 and 7), each built step by step in the racing
 // order against a real Redis: the steps are called directly, or through a narrow test hook placed
@@ -115,5 +130,30 @@ describe('races of a crawl life, on a real Redis', () => {
     // The next run sees the link as new: a seed admits it.
     const { layout } = await registerCrawl(redis, keys, 'reset-race', spider, SINK);
     expect((await admitAs(layout, ['http://h.test/2'])).seen).toBe(1);
+  });
+
+  test('item 4: a done check between the registration of a re-seed and its first admission cannot end the crawl under the seed', async () => {
+    const { layout } = await registerCrawl(redis, keys, 'reseed-race', spider, SINK);
+    expect(await settleCrawl(redis, keys, layout)).toBe(true);
+    const ctx = await createFleetContext({ env: loadEnv(testEnv(prefix)), name: 'reseed-test' });
+    try {
+      // Seeded again with a new URL; a worker's done check (a finish that left its partition idle,
+      // the reconciler's round) runs right after the registration.
+      const seeded = await seedCrawl(ctx, {
+        spider,
+        crawlId: 'reseed-race',
+        sink: () => SINK,
+        urls: ['http://h.test/new'],
+        afterRegister: async () => {
+          await settleCrawl(redis, keys, layout);
+        },
+      });
+      expect(seeded).toMatchObject({ created: false, admitted: 1 });
+      // The new URL is pending: the crawl runs until it is fetched.
+      expect(await getCrawlState(redis, keys, 'reseed-race')).toBe('running');
+      expect(await redis.scard(keys.part('reseed-race', 0, 1).pending.fetch)).toBe(1);
+    } finally {
+      await ctx.close();
+    }
   });
 });

@@ -63,12 +63,14 @@ export const INJECTION_LEASE_MS = 60_000;
 /**
  * Runs `work` (which brings URLs or jobs into the crawl from outside its jobs) as an injection: the
  * crawl cannot be marked done while it runs, and a done check that began before it is voided.
- * `reopen` runs a crawl that had ended done or failed again (a replay). The crawl is checked for
- * completion afterwards (a seed that admitted nothing new may finish it). Returns work's result.
+ * `reopen` runs a crawl that had ended done or failed again (a replay). `opened`: the injection was
+ * opened already, by the registration of a seeding run (registerCrawl's `injection`). The crawl is
+ * checked for completion afterwards (a seed that admitted nothing new may finish it). Returns
+ * work's result.
  */
-export async function whileInjecting<T>(redis: RedisClient, keys: Keys, layout: CrawlLayout, id: string, work: () => Promise<T>, reopen = false): Promise<T> {
+export async function whileInjecting<T>(redis: RedisClient, keys: Keys, layout: CrawlLayout, id: string, work: () => Promise<T>, reopen = false, opened = false): Promise<T> {
   const k = keys.crawl(layout.crawlId);
-  await runScript(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, reopen ? '1' : '']);
+  if (!opened) await runScript(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, reopen ? '1' : '']);
   const renew = setInterval(() => {
     runScript(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, '']).catch(() => undefined);
   }, INJECTION_LEASE_MS / 4);
