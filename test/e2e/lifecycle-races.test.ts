@@ -1,13 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Worker } from 'bullmq';
-import { Keys, closeQueues, createQueues, loadEnv, validateSpider, type Queues } from '@crawlfleet/core';
+import { join } from 'node:path';
+import { Keys, closeQueues, createQueues, jobId, loadEnv, urlFingerprint, validateSpider, type Queues } from '@crawlfleet/core';
 import {
   admitAndEnqueue,
   beginJob,
   cancelCrawl,
   crawlTake,
+  finishJob,
+  finishJobTaking,
   forgetPartitions,
+  getStatus,
   getCrawlState,
   parkForPause,
   pauseCrawl,
@@ -18,7 +22,8 @@ import {
 } from '@crawlfleet/crawl';
 import { createFleetContext } from '@crawlfleet/runtime';
 import { seedCrawl } from '@crawlfleet/seeder';
-import { REDIS_URL, dropPrefix, testEnv, uniquePrefix } from '../helpers/cli.js';
+import { servePages } from '../fixtures/http-server.mjs';
+import { REDIS_URL, dropPrefix, readJsonl, spawnCli, tempDir, testEnv, uniquePrefix, waitFor } from '../helpers/cli.js';
 
 // Races of a crawl's life (issue #28, items 2, 3, 4 and 7), each built step by step in the racing
 // order against a real Redis: the steps are called directly, or through a narrow test hook placed
@@ -156,4 +161,66 @@ describe('races of a crawl life, on a real Redis', () => {
       await ctx.close();
     }
   });
+
+  test('item 7: a job whose lock expired cannot admit links after the crawl is done', async () => {
+    const { layout } = await registerCrawl(redis, keys, 'late-links', spider, SINK);
+    expect(await settleCrawl(redis, keys, layout)).toBe(true);
+    // The job's re-run finished it, and the crawl ended; the first run of the job now admits its links.
+    const late = await admitAs(layout, ['http://h.test/late']).catch((err: Error) => err);
+    expect(late).toMatchObject({ code: 'ERR_STALE_RUN' });
+    const k = keys.part('late-links', 0, 1);
+    expect([await redis.scard(k.pending.fetch), await redis.hget(k.counters, 'seen')]).toEqual([0, null]);
+  });
+
+  test("item 7: a failover that takes back a partition's last finishes after the crawl was marked done: the crawl runs again and ends done, exact", async () => {
+    const site = await servePages({ '/a.html': '<html><body><h1>page a</h1></body></html>' });
+    const dir = tempDir('after-done');
+    const sink = { kind: 'jsonl' as const, path: join(dir, 'items.jsonl') };
+    const pageSpider = validateSpider({ name: 'after-done', startUrls: [], allowPrivateAddresses: true, items: [{ type: 'page', fields: { title: { css: 'h1', required: true } } }] }, 'test spider');
+    const fleet: ReturnType<typeof spawnCli>[] = [];
+    try {
+      // One page taken into the fetch stage; its stages finished by hand, as workers finish them.
+      const url = `${site.url}/a.html`;
+      const { layout } = await registerCrawl(redis, keys, 'after-done', pageSpider, sink);
+      await admitAndEnqueue(redis, keys, queues, { ...layout, spider: pageSpider }, [{ url, depth: 0, verdict: 'admit' }], { take: crawlTake(1000, layout, pageSpider) });
+      const fp = urlFingerprint('after-done', url);
+      const [f, p, w] = [jobId('fetch', fp), jobId('parse', fp), jobId('write', fp)];
+      await queues.fetch.remove(f);
+      await finishJobTaking(redis, keys, layout, 'fetch', f, url, { url: { fingerprint: fp, state: 'd' }, counters: { fetched: 1 }, handedOver: p });
+      // What the partition's replica holds when its master dies: everything up to here.
+      const k = keys.part('after-done', 0, 1);
+      const tag = /\{[^}]+\}/.exec(k.part)![0];
+      const partitionKeys = () => redis.keys(`${prefix}:crawl:${tag.replace(/[[\]*?]/g, '\\$&')}:*`);
+      const replica = new Map<string, Buffer>();
+      for (const key of await partitionKeys()) replica.set(key, (await redis.dumpBuffer(key))!);
+      // The parse and the write finish, the write job having been added; the crawl is marked done.
+      const item = { type: 'page', url, spider: 'after-done', crawlId: 'after-done', fetchedAt: new Date().toISOString(), title: 'page a' };
+      await finishJob(redis, keys, layout, 'parse', p, url, { url: { fingerprint: fp, state: 'p' }, counters: { parsed: 1, items: 1 }, handedOver: w });
+      await queues.write.add('write', { crawlId: 'after-done', url, items: [item] }, { jobId: w, attempts: 3 });
+      expect(await finishJob(redis, keys, layout, 'write', w, url, { url: { fingerprint: fp, state: 'w' }, counters: { written: 1 } })).toBe('crawl-done');
+      // The failover: the replica takes over without the last writes of the partition's slot (the
+      // parse's and the write's finishes); the done mark, on another master, stays; and so does the
+      // write job, whose completion was lost with its queue's master.
+      for (const key of await partitionKeys()) if (!replica.has(key)) await redis.del(key);
+      for (const [key, dump] of replica) await redis.restore(key, 0, dump, 'REPLACE');
+      expect(await getCrawlState(redis, keys, 'after-done')).toBe('done');
+      expect(await redis.smembers(k.pending.parse)).toEqual([p]);
+
+      const env = testEnv(prefix, { RECONCILE_INTERVAL_MS: '500', RECONCILE_GRACE_MS: '1000' });
+      for (const stage of ['fetcher', 'parser', 'writer']) fleet.push(spawnCli(['worker', stage], { env }));
+      const settled = async () => {
+        const status = await getStatus(redis, keys, 'after-done');
+        const pending = (await Promise.all(['fetch', 'parse', 'write'].map((s) => redis.scard(k.pending[s as 'fetch'])))).reduce((a, b) => a + b, 0);
+        return status?.state === 'done' && pending === 0 && (await queues.write.getJob(w)) === undefined;
+      };
+      await waitFor(settled, 120_000, 'the crawl done again with nothing pending and no write job left');
+      const status = await getStatus(redis, keys, 'after-done');
+      expect(status?.counters).toMatchObject({ fetched: 1, parsed: 1, items: 1, written: 1, failed: 0 });
+      expect(readJsonl(sink.path).map((i) => i.title)).toEqual(['page a']);
+    } finally {
+      for (const worker of fleet) worker.kill('SIGKILL');
+      await Promise.all(fleet.map((worker) => worker.result));
+      await site.close();
+    }
+  }, 300_000);
 });

@@ -159,6 +159,9 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
       await parkForPause(redis, keys, crawl, stage, job, token, data.url);
       throw new DelayedError();
     }
+    // Work that arrives after done is not run, and not finished either: a job still pending in a
+    // done crawl lost its finish to a failover, and the reconciler runs the crawl again for it.
+    if (begun.state === 'done' || begun.state === 'failed') return;
     if (begun.state !== 'running') {
       await finishJob(redis, keys, crawl, stage, id, data.url);
       return;
