@@ -161,7 +161,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     }
     // Work that arrives after done is not run, and not finished either: a job still pending in a
     // done crawl lost its finish to a failover, and the reconciler runs the crawl again for it.
-    if (begun.state === 'done' || begun.state === 'failed') return;
+    if (begun.state === 'done') return;
     if (begun.state !== 'running') {
       await finishJob(redis, keys, crawl, stage, id, data.url);
       return;
