@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { catalogueSpider, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
-import { CLI, REDIS_URL, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { CLI, REDIS_URL, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
 
 const shape = siteShape(100, 20);
 
@@ -20,8 +20,11 @@ describe('crawl control: pause, resume, cancel, reset', () => {
       await runCli(['seed', spider, '--crawl-id', 'paused', '--sink', join(dir, 'paused.jsonl')], { env });
       expect((await runCli(['pause', '--crawl-id', 'paused'], { env })).stdout).toContain('crawl paused paused');
       workers.push(...['fetcher', 'parser', 'writer'].map((s) => spawnCli(['worker', s], { env })));
-      await new Promise((r) => setTimeout(r, 2500));
-      const status = JSON.parse((await runCli(['status', '--crawl-id', 'paused', '--json'], { env })).stdout);
+      // The fetcher takes the seed's job and parks it (workers start slowly on a loaded machine).
+      const statusNow = async () => JSON.parse((await runCli(['status', '--crawl-id', 'paused', '--json'], { env })).stdout);
+      await waitFor(async () => (await statusNow()).queues.fetch.delayed === 1, 60_000, 'the paused crawl job parked');
+      await new Promise((r) => setTimeout(r, 1000));
+      const status = await statusNow();
       expect(status.state).toBe('paused');
       expect(status.queues.fetch).toMatchObject({ waiting: 0, active: 0, delayed: 1 });
       expect(site.requests).toHaveLength(0);

@@ -214,7 +214,9 @@ describe('every pending job ends', () => {
       const k = keys.part('rerun', 0, 1);
       await (await queue.getJob(id))?.remove();
       await redis.sadd(k.pending.fetch, id);
+      // The crawl runs (its meta, and its partition's copy, which a done crawl's says done).
       await redis.hset(keys.crawl('rerun').meta, 'state', 'running');
+      await redis.hset(k.part, 'state', 'running');
       await queue.add('fetch', { crawlId: 'rerun', url, depth: 1 }, { jobId: id });
       const fetchesBefore = site.requests.filter((r) => r.path === '/p/3.html').length;
       await waitDone(env, 'rerun');

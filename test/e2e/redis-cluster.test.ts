@@ -247,6 +247,43 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
   }, 600_000);
 });
 
+describe('Redis Cluster: a command that waits rides out a failover (#28, item 9)', () => {
+  test('`wait --timeout 500` started as the master serving the crawl is killed waits through the failover, then exits 0 when the crawl is done', async () => {
+    const cluster = await startRedisCluster({ masters: 3, replicasEach: 1, nodeTimeoutMs: 3000 });
+    let redis: RedisClient | undefined;
+    try {
+      const env = testEnv('cf-wait', { REDIS_URL: cluster.url });
+      const dir = tempDir('cluster-wait');
+      // A crawl that no worker runs: it stays running until the test ends it.
+      const spider = writeJson(dir, 'spider.json', { name: 'waited', startUrls: ['http://127.0.0.1:9/never.html'], allowPrivateAddresses: true });
+      expect((await runCli(['seed', spider, '--crawl-id', 'waited', '--sink', join(dir, 'items.jsonl')], { env })).code).toBe(0);
+      const meta = new Keys('cf-wait').crawl('waited').meta;
+      const master = await cluster.masterOf(Number((await redisCli(cluster.ports[0]!, 'CLUSTER', 'KEYSLOT', meta)).trim()));
+      const nodes = await cluster.nodes();
+      const masterId = nodes.find((n: { port: number }) => n.port === master)!.id;
+      const replica = nodes.find((n: { master: string }) => n.master === masterId)!.port;
+      // The failover is held until the wait has started in the middle of it (the cluster says
+      // fail), and is then made by hand: a slow failover, the case the workers ride out.
+      await redisCli(replica, 'CONFIG', 'SET', 'cluster-replica-no-failover', 'yes');
+      cluster.kill(master);
+      const live = cluster.ports.find((p: number) => p !== master && p !== replica)!;
+      await waitFor(async () => (await redisCli(live, 'CLUSTER', 'INFO')).includes('cluster_state:fail'), 60_000, 'the cluster to see its master fail');
+      const waited = runCli(['wait', '--crawl-id', 'waited', '--timeout', '500'], { env, timeoutMs: 520_000 });
+      await new Promise((r) => setTimeout(r, 10_000));
+      await redisCli(replica, 'CLUSTER', 'FAILOVER', 'TAKEOVER');
+      await cluster.waitForFailover(master);
+      // The crawl ends once its replica serves it: the last finish marks it done.
+      redis = await connectRedis(cluster.url);
+      await redis.hset(meta, 'state', 'done');
+      const result = await waited;
+      expect({ code: result.code, stderr: result.stderr.split('\n').filter((l) => !l.startsWith('{')) }).toEqual({ code: 0, stderr: ['crawl waited done', ''] });
+    } finally {
+      redis?.disconnect();
+      await cluster.stop();
+    }
+  }, 600_000);
+});
+
 describe('Redis Sentinel: one primary, two replicas, three sentinels', () => {
   test('kill -9 of the primary mid-crawl: the sentinels promote a replica, and the crawl ends done with exactly the right items', async () => {
     const sentinel = await startRedisSentinel({ replicas: 2, sentinels: 3, downAfterMs: 2000 });

@@ -30,7 +30,10 @@
   makes that a no-op unless the job was lost), 0 nothing to do; how much the call changed the
   `skipped` counter; and the {job id, request, wait ms, ...} triples the call took into the
   fetch stage (takeReady.lua). A URL refused for depth can still be admitted later, by a shorter path.
-  Returns {{}, 0, {}, 1} to a caller of another run: nothing admitted, nothing changed.
+  Returns {{}, 0, {}, 1} to a caller of another run: nothing admitted, nothing changed; and to a
+  caller after the crawl is done (or failed), as its partition's copy of the state says: a job whose
+  lock expired, and whose re-run finished it before the crawl was done, admits its links late; its
+  re-run admitted the same ones (docs/architecture.md, "Work that arrives after done").
 
   A URL over maxPages is recorded 'L', over its host's maxPagesPerHost 'H', and counted skipped.
 ]]
@@ -42,6 +45,8 @@ local partKey, counters, pending, requests, hostsKey, ready, backlog = KEYS[1], 
 local maxPages, maxPerHost = tonumber(ARGV[1]), tonumber(ARGV[2])
 local queuePrefix = ARGV[7]
 if ARGV[9] ~= '' and redis.call('HGET', partKey, 'startedAt') ~= ARGV[9] then return {{}, 0, {}, 1} end
+local partState = redis.call('HGET', partKey, 'state')
+if partState == 'done' or partState == 'failed' then return {{}, 0, {}, 1} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local index = openUrlIndex(partKey, ARGV[6])

@@ -13,14 +13,19 @@
   Returns {state, spiderVersion, startedAt}. state is the crawl's state; 'unknown' when the crawl
   (or this partition of it) does not exist; 'finished' when this job already finished (a re-run after
   a crash); 'early' when it is not pending yet but the job handing it over still is (a job added by
-  hand, or one whose hand-over a Redis failover lost with the last writes of its slot): it waits.
+  hand, or one whose hand-over a Redis failover lost with the last writes of its slot): it waits,
+  while the crawl runs or is paused. In a crawl that ended, such a job gets the crawl's state: its
+  worker drops it (the reconciler runs a crawl found done with work pending again: a failover lost
+  the finish that would hand it over), rather than re-parking it every second for ever.
   startedAt tells a crawl registered again after a reset from the one before it.
 ]]
 local m = redis.call('HMGET', KEYS[1], 'state', 'version', 'startedAt')
 local state, version, startedAt = m[1], m[2] or '', m[3] or ''
 if not state then return {'unknown', '', ''} end
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then
-  if ARGV[2] ~= '' and redis.call('SISMEMBER', KEYS[5], ARGV[2]) == 1 then return {'early', version, startedAt} end
+  local live = state == 'running' or state == 'paused'
+  if live and ARGV[2] ~= '' and redis.call('SISMEMBER', KEYS[5], ARGV[2]) == 1 then return {'early', version, startedAt} end
+  if not live then return {state, version, startedAt} end
   return {'finished', version, startedAt}
 end
 if state == 'running' then

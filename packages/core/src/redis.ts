@@ -135,13 +135,23 @@ export async function connectRedis(url: string, log?: Logger, options: { connect
     lastError = err;
     if (started) log?.warn({ err: { message: err.message } }, 'redis connection error');
   });
+  // The timer is not unref'd: a cluster client whose ready check meets a failing cluster may leave
+  // connect() unsettled with nothing else to keep the process alive (it then exited 13, silently).
+  let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([redis.connect(), new Promise((_, reject) => setTimeout(() => reject(new Error(`no answer in ${timeout} ms`)), timeout * 2 + 5000).unref())]);
+    await Promise.race([
+      redis.connect(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer in ${timeout} ms`)), timeout * 2 + 5000);
+      }),
+    ]);
     await redis.ping();
   } catch (err) {
     redis.disconnect();
     const reason = lastError?.message ?? (err as Error).message;
     throw new ServiceUnavailableError('redis', `cannot reach Redis at ${redactUrl(url)}: ${reason}`, { cause: err });
+  } finally {
+    clearTimeout(timer);
   }
   started = true;
   return redis;

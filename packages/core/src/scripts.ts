@@ -8,11 +8,11 @@ import { fileURLToPath } from 'node:url';
  * `verbNoun-v.lua` for a script that takes a variable number of keys) and
  * registers them on a connection under a versioned name, so two fleet versions can share one Redis.
  */
-export const SCRIPT_VERSION = 6;
+export const SCRIPT_VERSION = 7;
 const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
 
 const SCRIPT_FILES = {
-  registerCrawl: 'registerCrawl-1.lua',
+  registerCrawl: 'registerCrawl-2.lua',
   beginInjection: 'beginInjection-2.lua',
   endInjection: 'endInjection-2.lua',
   markDone: 'markDone-2.lua',

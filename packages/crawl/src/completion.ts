@@ -33,7 +33,25 @@ export async function settleCrawl(redis: RedisClient, keys: Keys, layout: CrawlL
   if (!first.every((p) => p.idle)) return false;
   const second = await collect(redis, parts);
   if (!second.every((p, i) => p.idle && p.epoch === first[i]!.epoch)) return false;
-  return (await runScript<number>(redis, 'markDone', [meta.meta, meta.seeding], [gen ?? '0', new Date().toISOString()])) === 1;
+  if ((await runScript<number>(redis, 'markDone', [meta.meta, meta.seeding], [gen ?? '0', new Date().toISOString()])) !== 1) return false;
+  // The partitions' copies say done too: a job that begins after it is dropped, and a late
+  // admission is refused (docs/architecture.md, "Work that arrives after done").
+  await setPartitionsState(redis, parts, 'done');
+  return true;
+}
+
+async function setPartitionsState(redis: RedisClient, parts: PartKeys[], state: string): Promise<void> {
+  await Promise.all(parts.map((k) => redis.hset(k.part, 'state', state)));
+}
+
+/**
+ * A crawl marked done (or failed) that has work pending or waiting was marked so on writes that a
+ * Redis failover took back: the finish of a partition's last job, lost with the last writes of its
+ * master while the done mark, on another master, survived. It runs again, as a replay runs it, and
+ * the reconciler's repairs redo the lost work; it ends done again, exact. Returns its state after.
+ */
+export async function reopenWithWork(redis: RedisClient, keys: Keys, layout: CrawlLayout, id: string): Promise<string> {
+  return whileInjecting(redis, keys, layout, id, async () => (await redis.hget(keys.crawl(layout.crawlId).meta, 'state')) ?? '', true);
 }
 
 interface PartitionReading {
@@ -63,12 +81,18 @@ export const INJECTION_LEASE_MS = 60_000;
 /**
  * Runs `work` (which brings URLs or jobs into the crawl from outside its jobs) as an injection: the
  * crawl cannot be marked done while it runs, and a done check that began before it is voided.
- * `reopen` runs a crawl that had ended done or failed again (a replay). The crawl is checked for
- * completion afterwards (a seed that admitted nothing new may finish it). Returns work's result.
+ * `reopen` runs a crawl that had ended done or failed again (a replay). `opened`: the injection was
+ * opened already, by the registration of a seeding run (registerCrawl's `injection`). The crawl is
+ * checked for completion afterwards (a seed that admitted nothing new may finish it). Returns
+ * work's result.
  */
-export async function whileInjecting<T>(redis: RedisClient, keys: Keys, layout: CrawlLayout, id: string, work: () => Promise<T>, reopen = false): Promise<T> {
+export async function whileInjecting<T>(redis: RedisClient, keys: Keys, layout: CrawlLayout, id: string, work: () => Promise<T>, reopen = false, opened = false): Promise<T> {
   const k = keys.crawl(layout.crawlId);
-  await runScript(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, reopen ? '1' : '']);
+  if (!opened) {
+    const state = await runScript<string>(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, reopen ? '1' : '']);
+    // A crawl run again: its partitions' copies of the state say so, where jobs and admissions read it.
+    if (reopen && state === 'running') await setPartitionsState(redis, allPartKeys(keys, layout), 'running');
+  }
   const renew = setInterval(() => {
     runScript(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, '']).catch(() => undefined);
   }, INJECTION_LEASE_MS / 4);

@@ -1,9 +1,11 @@
+import type { Job } from 'bullmq';
 import { STAGES, ConfigError, getStageJob, type Keys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
 import { settleCrawl } from './completion.js';
 import { takeFromFrontier } from './fetch-jobs.js';
 import { forgetLegacyCrawl, forgetPartitions } from './forget.js';
 import { CollectedCrawlError, forgetCollectedCrawl, isCollected } from './gc.js';
-import { allPartKeys, crawlTake, layoutOf, type CrawlLayout } from './layout.js';
+import { allPartKeys, crawlTake, layoutOf, partKeysOfUrl, type CrawlLayout } from './layout.js';
+import { delayJob } from './lifecycle.js';
 import { copyStateToPartitions, loadCrawl, type CrawlState } from './registry.js';
 import { sumOverCrawls } from './status.js';
 
@@ -69,6 +71,41 @@ export async function promoteParked(redis: RedisClient, keys: Keys, queues: Queu
     }
   }
   return promoted;
+}
+
+/**
+ * A paused crawl's job is parked for this long; resume promotes it at once (the stage's parked set),
+ * so a paused crawl costs nothing while it waits. The bound is only a backstop.
+ */
+export const PAUSED_PARK_MS = 24 * 3600_000;
+
+/**
+ * Parks a job of a paused crawl (its worker holds it, `token` its lock) until the crawl is resumed.
+ * The job moves to BullMQ's delayed set first, and is recorded parked after: a resume
+ * (promoteParked) skips a job that is still active, so a job recorded parked before its move could
+ * miss the resume and wait the whole PAUSED_PARK_MS. Recorded after, it is either in the parked set
+ * while its partition still says paused (the resume comes later and promotes it), or it finds the
+ * crawl running again (or cancelled) and promotes itself. `betweenSteps` is a test hook: it runs
+ * between the two steps, where a resume may land.
+ */
+export async function parkForPause(
+  redis: RedisClient,
+  keys: Keys,
+  layout: CrawlLayout,
+  stage: Stage,
+  job: Job,
+  token: string | undefined,
+  url: string,
+  betweenSteps?: () => Promise<void>,
+): Promise<void> {
+  await job.moveToDelayed(Date.now() + PAUSED_PARK_MS, token);
+  await betweenSteps?.();
+  const k = partKeysOfUrl(keys, layout, url);
+  await delayJob(redis, keys, layout, stage, job.id!, url, '', true);
+  if ((await redis.hget(k.part, 'state')) === 'paused') return;
+  // Resumed (or cancelled) while it was being parked: the resume may have looked before it was recorded.
+  await redis.srem(k.parked[stage], job.id!);
+  await job.promote().catch(() => undefined);
 }
 
 /** How many jobs of a stage the paused crawls have parked (fleet-wide). */

@@ -77,8 +77,27 @@ async function unlinkAll(redis: RedisClient, names: string[]): Promise<number> {
   return unlinked;
 }
 
-/** Deletes a partition: its index's buckets, its hosts' queues (found in its backlog), then its fixed keys. */
-async function unlinkPartition(redis: RedisClient, keys: Keys, k: PartKeys): Promise<number> {
+/** A test hook: runs once a partition's index buckets and host queues are unlinked, before its fixed keys. */
+export interface ForgetHooks {
+  afterIndexGone?: (k: PartKeys) => Promise<void>;
+}
+
+/**
+ * A partition's run while it is being forgotten: no run's startedAt (an ISO date) ever equals it, so
+ * every admission and finish that carries its run (admitUrls-7.lua, finishJob-12.lua) is refused.
+ */
+const FORGOTTEN_RUN = 'forgotten';
+
+/**
+ * Deletes a partition: first it fences the old run out (its `startedAt` replaced), then its index's
+ * buckets, its hosts' queues (found in its backlog), then its fixed keys, `part` among them. Fenced
+ * before anything goes, an old run's finish or admission arriving meanwhile cannot re-create a
+ * bucket or a host queue for the next run to find (a URL seen, a `q` that does not count it); and
+ * the index's size is read after the fence, when no admission can split a bucket any more. A
+ * removal cut short keeps `part` (and the size) for the next to finish.
+ */
+async function unlinkPartition(redis: RedisClient, keys: Keys, k: PartKeys, hooks: ForgetHooks = {}): Promise<number> {
+  await redis.hset(k.part, 'startedAt', FORGOTTEN_RUN);
   const [level, split] = (await redis.hmget(k.part, 'iL', 'is')).map((v) => Number(v ?? 0)) as [number, number];
   const buckets = 2 ** level + split;
   let unlinked = 0;
@@ -91,17 +110,18 @@ async function unlinkPartition(redis: RedisClient, keys: Keys, k: PartKeys): Pro
     unlinked += await redis.unlink(...hosts.map((h) => `${k.hostQueue}${h}`));
     await redis.zrem(k.backlog, ...hosts);
   }
+  await hooks.afterIndexGone?.(k);
   return unlinked + (await unlinkAll(redis, keys.partFixedKeys(k)));
 }
 
 /** Removes the crawl's jobs from BullMQ and unlinks every partition's keys (not the crawl's own keys). */
-export async function forgetPartitions(redis: RedisClient, keys: Keys, queues: Queues, layout: CrawlLayout): Promise<Forgotten> {
+export async function forgetPartitions(redis: RedisClient, keys: Keys, queues: Queues, layout: CrawlLayout, hooks: ForgetHooks = {}): Promise<Forgotten> {
   const total: Forgotten = { queuedJobs: 0, deadJobs: 0, keys: 0 };
   for (const k of allPartKeys(keys, layout)) {
     const jobs = await removeJobs(redis, queues, k.pending, k.dead);
     total.queuedJobs += jobs.queuedJobs;
     total.deadJobs += jobs.deadJobs;
-    total.keys += await unlinkPartition(redis, keys, k);
+    total.keys += await unlinkPartition(redis, keys, k, hooks);
   }
   return total;
 }

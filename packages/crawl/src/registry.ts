@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { ConfigError, runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider, type SpiderModuleRef, type RedisClient } from '@crawlfleet/core';
+import { INJECTION_LEASE_MS } from './completion.js';
 import { CollectedCrawlError } from './gc.js';
 import { LegacyCrawlError, allPartKeys, layoutOf, type CrawlLayout } from './layout.js';
 
@@ -44,7 +45,8 @@ export function spiderVersion(spider: Spider, module?: SpiderModuleRef, sink?: S
  * and start into each partition, where a job's begin reads them. A new crawl gets `parts`
  * partitions, 1 when the spider sets maxPages (its budget is one counter every admission reads);
  * a resumed one keeps its own. The sink is stored without credentials: writers take them from
- * their own environment.
+ * their own environment. `injection`: a seeding run's injection id, opened in the same step
+ * (registerCrawl-2.lua says why); the run then goes on with whileInjecting(..., { opened: true }).
  */
 export async function registerCrawl(
   redis: RedisClient,
@@ -54,6 +56,7 @@ export async function registerCrawl(
   sink: SinkSpec,
   module?: SpiderModuleRef,
   parts = 1,
+  injection?: string,
 ): Promise<{ created: boolean; layout: CrawlLayout }> {
   const existingParts = Number(await redis.hget(keys.crawl(crawlId).meta, 'parts'));
   if (spider.maxPages && existingParts > 1) {
@@ -62,7 +65,7 @@ export async function registerCrawl(
   const [created, keptParts, state, version, startedAt] = await runScript<[number, number, string, string, string]>(
     redis,
     'registerCrawl',
-    [keys.crawl(crawlId).meta],
+    [keys.crawl(crawlId).meta, keys.crawl(crawlId).seeding],
     [
       JSON.stringify(spider),
       spiderVersion(spider, module, sink),
@@ -71,6 +74,8 @@ export async function registerCrawl(
       spider.name,
       module ? JSON.stringify({ path: module.path, hash: module.hash }) : '',
       spider.maxPages ? 1 : parts,
+      injection ?? '',
+      INJECTION_LEASE_MS,
     ],
   );
   if (created === -1) {

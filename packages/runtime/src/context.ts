@@ -28,12 +28,15 @@ export interface FleetContextOptions {
    * REDIS_STARTUP_TIMEOUT_MS; short commands fail at once
    */
   waitForRedis?: boolean;
+  /** with waitForRedis: how long to wait, and the setting that says so (REDIS_STARTUP_TIMEOUT_MS by default) */
+  startup?: { timeoutMs: number; setting: string };
 }
 
 export async function createFleetContext(options: FleetContextOptions = {}): Promise<FleetContext> {
   const env = options.env ?? loadEnv();
   const log = options.log ?? createLogger({ level: env.logLevel, name: options.name ?? 'crawlfleet' });
-  const redis = options.waitForRedis ? await connectRedisAtStartup(env.redisUrl, log, { timeoutMs: env.redisStartupTimeoutMs }) : await connectRedis(env.redisUrl, log);
+  const startup = options.startup ?? { timeoutMs: env.redisStartupTimeoutMs, setting: 'REDIS_STARTUP_TIMEOUT_MS' };
+  const redis = options.waitForRedis ? await connectRedisAtStartup(env.redisUrl, log, startup) : await connectRedis(env.redisUrl, log);
   const keys = new Keys(env.queuePrefix);
   const queues = createQueues(redis, keys);
   let closed = false;

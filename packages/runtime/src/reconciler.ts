@@ -9,6 +9,7 @@ import {
   loadCrawl,
   promoteParked,
   reconcileCrawl,
+  reopenWithWork,
   settleCrawl,
   takeFromFrontier,
   type CrawlLayout,
@@ -116,6 +117,10 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
   const [seconds, micros] = await redis.time();
   const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   for (const c of crawls) {
+    if (c.state === 'done' && (STAGES.some((s) => c.pending[s] > 0) || c.frontier.some((waiting) => waiting > 0))) {
+      await reopenDoneWithWork(ctx, c);
+      continue;
+    }
     if (c.state !== 'running') continue;
     const crawlId = c.layout.crawlId;
     if (c.seeding > 0) {
@@ -159,6 +164,19 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
   const stale = recorded.filter((id) => !running.has(id));
   if (stale.length > 0) await redis.hdel(lock.progress, ...stale);
   if (ctx.env.crawlRetentionMs !== undefined) await collectExpiredCrawls(ctx, now - ctx.env.crawlRetentionMs);
+}
+
+/**
+ * A crawl marked done with work pending or waiting lost the finish of a partition's last job to a
+ * failover (its done mark, on another master, survived): it runs again, and the next rounds repair
+ * it like any running crawl (docs/architecture.md, "Work that arrives after done").
+ */
+async function reopenDoneWithWork(ctx: FleetContext, c: CrawlReading): Promise<void> {
+  const state = await reopenWithWork(ctx.redis, ctx.keys, c.layout, `reopen:${randomUUID()}`);
+  ctx.log.warn(
+    { crawlId: c.layout.crawlId, pending: c.pending, frontier: c.frontier.reduce((a, b) => a + b, 0), state },
+    'reconciler: a crawl marked done still has work (a failover took back its last finish): it runs again until the work is redone',
+  );
 }
 
 /** Crawls a round collects at most: the round stays short, and the next one takes the rest. */

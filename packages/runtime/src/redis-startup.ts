@@ -11,6 +11,8 @@ export function startupRetryDelay(attempt: number, remainingMs: number): number 
 export interface StartupConnectOptions {
   /** REDIS_STARTUP_TIMEOUT_MS: how long to keep trying; 0 tries once */
   timeoutMs: number;
+  /** the setting that gave timeoutMs, named in the final error (REDIS_STARTUP_TIMEOUT_MS by default; `wait` gives its --timeout) */
+  setting?: string;
   connect?: typeof connectRedis;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
@@ -35,7 +37,9 @@ export async function connectRedisAtStartup(url: string, log: Logger, options: S
       const reason = errorMessage(err).replace(/^cannot reach Redis at \S+: /, '');
       const remaining = deadline - now();
       if (remaining <= 0) {
-        throw new ServiceUnavailableError('redis', `cannot reach Redis at ${where} within REDIS_STARTUP_TIMEOUT_MS (${timeoutMs} ms, ${attempt} attempts): ${reason}`, { cause: err });
+        throw new ServiceUnavailableError('redis', `cannot reach Redis at ${where} within ${options.setting ?? 'REDIS_STARTUP_TIMEOUT_MS'} (${timeoutMs} ms, ${attempt} attempts): ${reason}`, {
+          cause: err,
+        });
       }
       const retryInMs = startupRetryDelay(attempt, remaining);
       log.warn({ attempt, retryInMs, timeoutMs, redis: where, err: { message: reason } }, REDIS_RETRY_MESSAGE);

@@ -26,6 +26,7 @@ import {
   enqueueFetches,
   finishJob,
   finishJobTaking,
+  parkForPause,
   type BeginResult,
   type CrawlRecord,
   type FinishInput,
@@ -95,12 +96,6 @@ export interface StageWorkerOptions<S extends Stage> {
 const MAX_STALLED_COUNT: Record<Stage, number> = { fetch: 10, parse: 10, write: 50 };
 
 /**
- * A paused crawl's job is parked for this long; resume promotes it at once (the stage's parked set),
- * so a paused crawl costs nothing while it waits. The bound is only a backstop.
- */
-const PAUSED_PARK_MS = 24 * 3600_000;
-
-/**
  * A job that began before the job handing it its URL had finished (its add comes just before that
  * finish) is parked for this long once it has waited EARLY_WAITS_MS in its worker: the job before it
  * is slow to finish (Redis is slow, or its worker died: then its re-run hands this one over).
@@ -161,10 +156,12 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
     }
     if (begun.state === 'unknown' || begun.state === 'finished') return;
     if (begun.state === 'paused') {
-      await delayJob(redis, keys, crawl, stage, id, data.url, '', true);
-      await job.moveToDelayed(Date.now() + PAUSED_PARK_MS, token);
+      await parkForPause(redis, keys, crawl, stage, job, token, data.url);
       throw new DelayedError();
     }
+    // Work that arrives after done is not run, and not finished either: a job still pending in a
+    // done crawl lost its finish to a failover, and the reconciler runs the crawl again for it.
+    if (begun.state === 'done') return;
     if (begun.state !== 'running') {
       await finishJob(redis, keys, crawl, stage, id, data.url);
       return;

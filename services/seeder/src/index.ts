@@ -25,6 +25,8 @@ export interface SeedOptions {
    * and sitemaps (which are among them)
    */
   known?: Candidate[];
+  /** a test hook: runs once the crawl is registered, before its first URL is admitted */
+  afterRegister?: () => Promise<void>;
 }
 
 export interface SeedResult {
@@ -112,14 +114,17 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
   const fromSitemaps = batchesOf(sitemapCandidates(ctx, spider, sitemaps, walk), SEED_BATCH, (c) => c);
   const first = await fromSitemaps.next();
   const crawlId = options.crawlId ?? newCrawlId(spider.name);
+  const injection = `seed:${randomUUID()}`;
   let registered: Awaited<ReturnType<typeof registerCrawl>>;
   try {
-    registered = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId), options.module, ctx.env.frontierPartitions);
+    // The seeding run's injection opens with the registration: no done check can come in between.
+    registered = await registerCrawl(ctx.redis, ctx.keys, crawlId, spider, options.sink(crawlId), options.module, ctx.env.frontierPartitions, injection);
   } catch (err) {
     await fromSitemaps.return(undefined);
     throw err;
   }
   const { created, layout } = registered;
+  await options.afterRegister?.();
   const crawl = { ...layout, spider };
   const take = crawlTake(ctx.env.frontierWindow, layout, spider);
   const admit = (candidates: Candidate[]) => admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawl, candidates, { take });
@@ -128,27 +133,35 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
   // Seeds are admitted a batch at a time, and fast workers may finish the first batch before the
   // next is admitted: as an injection, the seeding holds the crawl open until it ends (and a seeder
   // that dies lets go when its lease lapses); then the crawl is checked for completion.
-  const admitted = await whileInjecting(ctx.redis, ctx.keys, layout, `seed:${randomUUID()}`, async () => {
-    try {
-      let seen = (await admit([...seeds(urls), ...(first.done ? [] : first.value)])).seen;
-      if (known.length > 0)
-        seen += await admitStream(
-          batchesOf(known, SEED_BATCH, (c) => c),
-          'the known URLs',
-          () => ({ of: known.length }),
-        );
-      seen += await admitStream(fromSitemaps, 'sitemaps', () => ({ files: walk.files }));
-      if (options.urlsFile) seen += await admitStream(batchesOf(urlsOfFile(options.urlsFile), SEED_BATCH, seedCandidate), 'the URLs file', () => ({ of: inFile }));
-      return seen;
-    } catch (err) {
-      ctx.log.warn({ crawlId, err: errorMessage(err) }, `seeding stopped part way: crawl ${crawlId} keeps the URLs admitted so far; seed it again with --crawl-id ${crawlId} to go on`);
-      throw err;
-    } finally {
-      // What the sitemap bounds left out counts as skipped, as the frontier counts what limits refuse.
-      const skipped = sitemapSkipped(walk);
-      if (skipped > 0) await ctx.redis.hincrby(partKeysOfUrl(ctx.keys, layout, sitemaps[0]!).counters, 'skipped', skipped);
-    }
-  });
+  const admitted = await whileInjecting(
+    ctx.redis,
+    ctx.keys,
+    layout,
+    injection,
+    async () => {
+      try {
+        let seen = (await admit([...seeds(urls), ...(first.done ? [] : first.value)])).seen;
+        if (known.length > 0)
+          seen += await admitStream(
+            batchesOf(known, SEED_BATCH, (c) => c),
+            'the known URLs',
+            () => ({ of: known.length }),
+          );
+        seen += await admitStream(fromSitemaps, 'sitemaps', () => ({ files: walk.files }));
+        if (options.urlsFile) seen += await admitStream(batchesOf(urlsOfFile(options.urlsFile), SEED_BATCH, seedCandidate), 'the URLs file', () => ({ of: inFile }));
+        return seen;
+      } catch (err) {
+        ctx.log.warn({ crawlId, err: errorMessage(err) }, `seeding stopped part way: crawl ${crawlId} keeps the URLs admitted so far; seed it again with --crawl-id ${crawlId} to go on`);
+        throw err;
+      } finally {
+        // What the sitemap bounds left out counts as skipped, as the frontier counts what limits refuse.
+        const skipped = sitemapSkipped(walk);
+        if (skipped > 0) await ctx.redis.hincrby(partKeysOfUrl(ctx.keys, layout, sitemaps[0]!).counters, 'skipped', skipped);
+      }
+    },
+    false,
+    true,
+  );
   ctx.log.info(
     { crawlId, created, admitted, seeds: urls.length + inFile, fromSitemaps: walk.urls, sitemapFiles: walk.files, partitions: layout.parts },
     created ? 'crawl registered' : 'crawl resumed',
