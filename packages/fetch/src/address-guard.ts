@@ -1,9 +1,7 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import ipaddr from 'ipaddr.js';
 import { NonRetryableError } from '@crawlfleet/core';
-
-/** Ranges a crawl may reach only with `allowPrivateAddresses` or `allowedAddresses` (the SSRF guard). */
-const PUBLIC_RANGE = 'unicast';
+import { addressKind } from './special-addresses.js';
 
 /**
  * What the SSRF guard lets a crawl reach: public unicast addresses always; every address with
@@ -24,9 +22,22 @@ function toPolicy(policy: boolean | AddressPolicy): AddressPolicy {
   return typeof policy === 'boolean' ? { allowPrivate: policy, allowed: [] } : policy;
 }
 
+/**
+ * An IPv6 literal as the WHATWG URL parser writes it (`::1.2.3.4` becomes `::102:304`): ipaddr.js
+ * reads every `::a.b.c.d` as IPv4-mapped, though without `ffff` it is the IPv4-compatible form.
+ */
+function canonicalIPv6(bare: string): string {
+  if (!bare.includes(':')) return bare;
+  try {
+    return new URL(`http://[${bare}]/`).hostname.slice(1, -1);
+  } catch {
+    return bare;
+  }
+}
+
 /** An IPv4-mapped IPv6 address (::ffff:10.0.0.1) is the IPv4 address it carries. */
 function parseAddress(address: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined {
-  const bare = address.replace(/^\[|\]$/g, '');
+  const bare = canonicalIPv6(address.replace(/^\[|\]$/g, ''));
   if (!ipaddr.isValid(bare)) return undefined;
   const parsed = ipaddr.parse(bare);
   return parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress() ? (parsed as ipaddr.IPv6).toIPv4Address() : parsed;
@@ -43,9 +54,10 @@ export function parseAddressRange(range: string): [ipaddr.IPv4 | ipaddr.IPv6, nu
   }
 }
 
-/** Pure: is this IP literal a public unicast address? */
+/** Pure: is this IP literal a public address, outside every special-purpose range (addressKind)? */
 export function isPublicAddress(address: string): boolean {
-  return parseAddress(address)?.range() === PUBLIC_RANGE;
+  const parsed = parseAddress(address);
+  return parsed !== undefined && addressKind(parsed) === 'public';
 }
 
 /** Pure: may a crawl under this policy connect to this IP literal? Anything that is not an IP is refused. */
@@ -53,7 +65,7 @@ export function isAddressAllowed(address: string, policy: boolean | AddressPolic
   const { allowPrivate, allowed } = toPolicy(policy);
   const parsed = parseAddress(address);
   if (!parsed) return false;
-  if (allowPrivate || parsed.range() === PUBLIC_RANGE) return true;
+  if (allowPrivate || addressKind(parsed) === 'public') return true;
   return allowed.some((r) => {
     const range = parseAddressRange(r);
     return range !== undefined && range[0].kind() === parsed.kind() && parsed.match(range);

@@ -4,3 +4,5 @@ export * from './chromium-scratch.js';
 export * from './guard-proxy.js';
 export * from './page-renderer.js';
 export * from './script-built.js';
+export * from './refusal-log.js';
+export * from './relay-head.js';

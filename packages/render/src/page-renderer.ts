@@ -38,7 +38,8 @@ export class PageRenderer {
     const settings = renderSettings(spider);
     const policy = addressPolicy(spider);
     return async (url, { userAgent }) => {
-      const proxy = await this.proxyFor(policy);
+      // The guard's requests get the longer of the spider's timeouts: the navigation is one of them.
+      const proxy = await this.proxyFor(policy, Math.max(spider.limits.timeoutMs, settings.timeoutMs));
       // The page's own URL under the guard before a browser opens it: a refusal is the URL's fault,
       // final; a name that does not resolve now is the navigation's to report (retried).
       const target = new URL(url);
@@ -112,11 +113,15 @@ export class PageRenderer {
     };
   }
 
-  private proxyFor(policy: AddressPolicy): Promise<GuardProxy> {
-    const key = JSON.stringify(policy);
+  /** The guard proxy for a policy and a timeout (its upstream requests' deadline and its tunnels' idle limit). */
+  private proxyFor(policy: AddressPolicy, timeoutMs: number): Promise<GuardProxy> {
+    const key = JSON.stringify({ policy, timeoutMs });
     let proxy = this.proxies.get(key);
     if (!proxy) {
-      proxy = GuardProxy.start(policy, this.overrides, (target, reason) => this.log.info({ target, reason }, 'a page requested an address the SSRF guard refuses'));
+      proxy = GuardProxy.start(policy, this.overrides, (target, reason) => this.log.info({ target, reason }, 'a page requested an address the SSRF guard refuses'), {
+        timeoutMs,
+        onRefusalSummary: (summary) => this.log.info(summary, 'the SSRF guard refused more requests than it logs one by one'),
+      });
       this.proxies.set(key, proxy);
     }
     return proxy;
