@@ -5,12 +5,16 @@ import type { BrowserPool } from './browser-pool.js';
 import { GuardProxy } from './guard-proxy.js';
 import { contentSelectors } from './script-built.js';
 
-/** What one rendered page cost: the requests its scripts made (those to its own host among them), those blocked by type, those past the budget. */
+/**
+ * What one rendered page cost: the requests its scripts made (those to its own host among them), those
+ * blocked by type, those past the budget, and the characters of its DOM copied into this process.
+ */
 export interface RenderedPageStats {
   requests: number;
   hostRequests: number;
   blocked: number;
   overBudget: number;
+  domChars: number;
 }
 
 /** Loads a page in a browser the way a fetch answers it (status, headers, final URL, body). */
@@ -50,7 +54,7 @@ export class PageRenderer {
       // processes) per page. A retired browser's successor picks again.
       const contextOptions = { userAgent, proxy: { server: proxy.url, bypass: '<-loopback>' }, serviceWorkers: 'block' as const, acceptDownloads: false };
       return this.pool.withPage(`${contextKey} ${proxy.url}`, contextOptions, async (page) => {
-        const stats: RenderedPageStats = { requests: 0, hostRequests: 0, blocked: 0, overBudget: 0 };
+        const stats: RenderedPageStats = { requests: 0, hostRequests: 0, blocked: 0, overBudget: 0, domChars: 0 };
         const host = new URL(url).host;
         await page.route('**/*', (route) => {
           const request = route.request();
@@ -69,7 +73,7 @@ export class PageRenderer {
           return route.continue();
         });
         try {
-          return { ...(await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started)), hostRequests: stats.hostRequests };
+          return { ...(await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started, stats)), hostRequests: stats.hostRequests };
         } finally {
           this.onPage(stats);
           if (stats.overBudget > 0) this.log.debug({ url, ...stats, maxRequestsPerPage: settings.maxRequestsPerPage }, 'page made more requests than render.maxRequestsPerPage: the rest were refused');
@@ -84,7 +88,7 @@ export class PageRenderer {
     this.proxies.clear();
   }
 
-  private async render(page: Page, url: string, settings: RenderSettings, content: string[][], maxBytes: number, started: number): Promise<FetchResult> {
+  private async render(page: Page, url: string, settings: RenderSettings, content: string[][], maxBytes: number, started: number, stats: RenderedPageStats): Promise<FetchResult> {
     let response: Response | null;
     try {
       response = await page.goto(url, { waitUntil: 'load', timeout: settings.timeoutMs });
@@ -96,8 +100,8 @@ export class PageRenderer {
     // A document the browser builds (HTML, XHTML) is taken as its DOM after scripts; anything else as sent.
     const isDocument = contentType === undefined || /html|xml/i.test(contentType);
     if (isDocument) await waitForContent(page, settings.waitFor, content);
-    const body = isDocument ? Buffer.from(await page.content(), 'utf8') : await response.body();
-    if (body.length > maxBytes) throw new NonRetryableError('ERR_RESPONSE_TOO_LARGE', `rendered page larger than ${maxBytes} bytes`, { url });
+    const body = isDocument ? await takeDom(page, url, maxBytes, stats) : await response.body();
+    if (body.length > maxBytes) throw tooLarge(url, maxBytes);
     let redirects = 0;
     for (let r = response.request().redirectedFrom(); r; r = r.redirectedFrom()) redirects++;
     return {
@@ -146,9 +150,31 @@ async function waitForContent(page: Page, waitFor: RenderSettings['waitFor'], co
   if (waitFor.networkIdle || (waitFor.selector === undefined && content.length === 0)) await page.waitForLoadState('networkidle', { timeout: left() }).catch(() => undefined);
 }
 
+/**
+ * The page's DOM after scripts, as UTF-8, refused inside the page when it is over the cap: a page can
+ * build a DOM of many millions of characters, and copying it here first would cost this process the
+ * memory and the time of the whole. A UTF-8 encoding is never shorter than the string's UTF-16
+ * length, so a DOM longer than `maxBytes` characters is over the cap; one just under it in
+ * characters and over it in bytes is refused after the copy (at most 3 times the cap).
+ */
+async function takeDom(page: Page, url: string, maxBytes: number, stats: RenderedPageStats): Promise<Buffer> {
+  const chars = await page.evaluate(() => {
+    const { document } = globalThis as unknown as BrowserWindow;
+    return document.documentElement ? document.documentElement.outerHTML.length : 0;
+  });
+  if (chars > maxBytes) throw tooLarge(url, maxBytes);
+  const html = await page.content();
+  stats.domChars = html.length;
+  return Buffer.from(html, 'utf8');
+}
+
+function tooLarge(url: string, maxBytes: number): NonRetryableError {
+  return new NonRetryableError('ERR_RESPONSE_TOO_LARGE', `rendered page larger than ${maxBytes} bytes (limits.maxResponseBytes)`, { url });
+}
+
 /** The little of a browser's window that a page function here reads (this package is built without the DOM's types). */
 interface BrowserWindow {
-  document: { querySelector(selector: string): unknown };
+  document: { querySelector(selector: string): unknown; documentElement: { outerHTML: string } | null };
 }
 
 /** A failed navigation as the fleet's errors: a timeout or a network error is retried. */
