@@ -14,6 +14,16 @@ function spiderFor(site: Site, extra: Record<string, unknown> = {}) {
   return validateSpider({ name: 'hostile', startUrls: [`${site.url}/page`], allowedAddresses: ['127.0.0.1'], render: 'always', ...extra });
 }
 
+/** `work`, or 'hung' when it has not settled after `ms` (far longer than it takes: a hang, not a slow machine). */
+async function settlesWithin<T>(work: Promise<T>, ms: number): Promise<T | 'hung'> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work, new Promise<'hung'>((resolve) => (timer = setTimeout(() => resolve('hung'), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** What a load gave: its result or its error's code, and the page's stats. */
 async function load(renderer: PageRenderer, spider: ReturnType<typeof spiderFor>, url: string, stats: RenderedPageStats[]) {
   const before = stats.length;
@@ -51,4 +61,23 @@ describe('a page cannot hang or escape the renderer', () => {
     expect(fits.page?.body.length).toBeGreaterThan(500_000);
     expect(fits.stats?.domChars).toBe(fits.page?.body.length);
   }, 60_000);
+
+  test('a page whose script spins for ever after load ends its load with ERR_TIMEOUT (render.timeoutMs), and the next page renders', async () => {
+    const spider = spiderFor(site, { render: { mode: 'always', timeoutMs: 3000, waitFor: { maxWaitMs: 0 } } });
+    const busy = await settlesWithin(load(renderer, spider, `${site.url}/busy`, stats), 90_000);
+    expect(busy).toMatchObject({ code: 'ERR_TIMEOUT', message: expect.stringContaining('within 3000 ms (render.timeoutMs)') });
+    const next = await settlesWithin(load(renderer, spider, `${site.url}/page`, stats), 90_000);
+    expect(next).toMatchObject({ page: { status: 200 } });
+  }, 200_000);
+
+  test('a page that refreshes itself for ever (meta refresh 0) is taken as it loaded: its refresh is refused, the site sees it once, and the page closes', async () => {
+    const spider = spiderFor(site, { render: { mode: 'always', timeoutMs: 5000, waitFor: { maxWaitMs: 1000 } } });
+    const refresh = await settlesWithin(load(renderer, spider, `${site.url}/refresh`, stats), 90_000);
+    expect(refresh).toMatchObject({ page: { status: 200, url: `${site.url}/refresh` } });
+    expect((refresh as { page: { body: Buffer } }).page.body.toString()).toContain('<p>refresh</p>');
+    expect(refresh !== 'hung' && refresh.stats?.navigationsRefused).toBeGreaterThanOrEqual(1);
+    expect(site.count('/refresh')).toBe(1);
+    // The page's close did not hang on a navigation: the next page of the same context renders.
+    expect(await settlesWithin(load(renderer, spider, `${site.url}/page`, stats), 90_000)).toMatchObject({ page: { status: 200 } });
+  }, 200_000);
 });

@@ -34,6 +34,23 @@ const CHROMIUM_ARGS = [
   '--proxy-bypass-list=<-loopback>',
 ];
 
+/** How long a page's close may take before its browser is retired in its place. */
+const PAGE_CLOSE_TIMEOUT_MS = 10_000;
+
+/** Closes `page` (no beforeunload: a page cannot hold it); false when that did not end within `timeoutMs`. */
+async function closesWithin(page: Page, timeoutMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const closed = page.close({ runBeforeUnload: false }).then(
+    () => true,
+    () => true,
+  );
+  try {
+    return await Promise.race([closed, new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 interface PooledBrowser {
   browser: Browser;
   /** the browser's contexts by key (a crawl): pages of one key share cookies and cache */
@@ -78,7 +95,12 @@ export class BrowserPool {
       page = await (await context).newPage();
       return await use(page);
     } finally {
-      await page?.close().catch(() => undefined);
+      // A page's close waits for a navigation under way, which a hostile page can keep going: past
+      // the bound, the page is left to its browser, which is retired (and so closed, page and all).
+      if (page && !(await closesWithin(page, PAGE_CLOSE_TIMEOUT_MS))) {
+        this.options.log.warn({ timeoutMs: PAGE_CLOSE_TIMEOUT_MS }, 'a page did not close in time: its browser is retired');
+        this.retire(pooled);
+      }
       pooled.open--;
       if (pooled.retired && pooled.open === 0) await this.closeBrowser(pooled);
     }

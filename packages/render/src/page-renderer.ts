@@ -1,6 +1,6 @@
 import { NonRetryableError, RetryableError, renderSettings, type Logger, type RenderSettings, type Spider } from '@crawlfleet/core';
 import { addressPolicy, type AddressPolicy, type FetchResult } from '@crawlfleet/fetch';
-import type { Page, Response } from 'playwright-core';
+import type { Page, Response, Route } from 'playwright-core';
 import type { BrowserPool } from './browser-pool.js';
 import { GuardProxy } from './guard-proxy.js';
 import { contentSelectors } from './script-built.js';
@@ -15,10 +15,12 @@ export interface RenderedPageStats {
   blocked: number;
   overBudget: number;
   domChars: number;
+  /** navigations of the page after its own (a meta refresh, a script's): refused */
+  navigationsRefused: number;
 }
 
-/** Loads a page in a browser the way a fetch answers it (status, headers, final URL, body). */
-export type RenderLoader = (url: string, options: { userAgent: string }) => Promise<FetchResult>;
+/** Loads a page in a browser the way a fetch answers it (status, headers, final URL, body); `signal` stops it. */
+export type RenderLoader = (url: string, options: { userAgent: string; signal?: AbortSignal }) => Promise<FetchResult>;
 
 /**
  * Renders pages for the render stage: each in a fresh browser context whose traffic all goes
@@ -41,7 +43,7 @@ export class PageRenderer {
   loaderFor(spider: Spider, contextKey: string): RenderLoader {
     const settings = renderSettings(spider);
     const policy = addressPolicy(spider);
-    return async (url, { userAgent }) => {
+    return async (url, { userAgent, signal }) => {
       const proxy = await this.proxyFor(policy);
       // The page's own URL under the guard before a browser opens it: a refusal is the URL's fault,
       // final; a name that does not resolve now is the navigation's to report (retried).
@@ -54,27 +56,15 @@ export class PageRenderer {
       // processes) per page. A retired browser's successor picks again.
       const contextOptions = { userAgent, proxy: { server: proxy.url, bypass: '<-loopback>' }, serviceWorkers: 'block' as const, acceptDownloads: false };
       return this.pool.withPage(`${contextKey} ${proxy.url}`, contextOptions, async (page) => {
-        const stats: RenderedPageStats = { requests: 0, hostRequests: 0, blocked: 0, overBudget: 0, domChars: 0 };
-        const host = new URL(url).host;
-        await page.route('**/*', (route) => {
-          const request = route.request();
-          // The page's own navigation (and its redirects) is the fetch itself; the rest is its scripts'.
-          if (request.isNavigationRequest() && request.frame().parentFrame() === null) return route.continue();
-          if (settings.block.includes(request.resourceType())) {
-            stats.blocked++;
-            return route.abort('blockedbyclient');
-          }
-          if (stats.requests >= settings.maxRequestsPerPage) {
-            stats.overBudget++;
-            return route.abort('blockedbyclient');
-          }
-          stats.requests++;
-          if (new URL(request.url()).host === host) stats.hostRequests++;
-          return route.continue();
-        });
+        const stats: RenderedPageStats = { requests: 0, hostRequests: 0, blocked: 0, overBudget: 0, domChars: 0, navigationsRefused: 0 };
+        await page.route('**/*', pageRouter(settings, new URL(url).host, stats));
+        // Past the job's deadline the page is closed: whatever the render awaits then fails.
+        const stop = () => void page.close({ runBeforeUnload: false }).catch(() => undefined);
+        signal?.addEventListener('abort', stop, { once: true });
         try {
           return { ...(await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started, stats)), hostRequests: stats.hostRequests };
         } finally {
+          signal?.removeEventListener('abort', stop);
           this.onPage(stats);
           if (stats.overBudget > 0) this.log.debug({ url, ...stats, maxRequestsPerPage: settings.maxRequestsPerPage }, 'page made more requests than render.maxRequestsPerPage: the rest were refused');
         }
@@ -100,7 +90,8 @@ export class PageRenderer {
     // A document the browser builds (HTML, XHTML) is taken as its DOM after scripts; anything else as sent.
     const isDocument = contentType === undefined || /html|xml/i.test(contentType);
     if (isDocument) await waitForContent(page, settings.waitFor, content);
-    const body = isDocument ? await takeDom(page, url, maxBytes, stats) : await response.body();
+    // A script may keep the page busy for ever: taking its DOM (or its body) has the load's timeout too.
+    const body = await withinRenderTimeout(isDocument ? takeDom(page, url, maxBytes, stats) : response.body(), settings.timeoutMs, url);
     if (body.length > maxBytes) throw tooLarge(url, maxBytes);
     let redirects = 0;
     for (let r = response.request().redirectedFrom(); r; r = r.redirectedFrom()) redirects++;
@@ -125,6 +116,40 @@ export class PageRenderer {
     }
     return proxy;
   }
+}
+
+/**
+ * What a page may request: its own navigation (and its redirects: that is the fetch itself), and of
+ * its scripts' requests the types not blocked, up to the budget. Any later navigation of the page (a
+ * meta refresh, a script's `location =`) is refused, as a plain fetch follows none: the page is what
+ * its URL answered, and a page that reloads itself for ever cannot keep the browser busy (nor
+ * hold its close, which waits for a navigation under way).
+ */
+function pageRouter(settings: RenderSettings, host: string, stats: RenderedPageStats): (route: Route) => Promise<void> {
+  let navigated = false;
+  return (route) => {
+    const request = route.request();
+    if (request.isNavigationRequest() && request.frame().parentFrame() === null) {
+      if (!navigated) {
+        navigated = true;
+        return route.continue();
+      }
+      stats.navigationsRefused++;
+      // A 204 ends a navigation with the page left as it is (an aborted one shows an error page).
+      return route.fulfill({ status: 204 });
+    }
+    if (settings.block.includes(request.resourceType())) {
+      stats.blocked++;
+      return route.abort('blockedbyclient');
+    }
+    if (stats.requests >= settings.maxRequestsPerPage) {
+      stats.overBudget++;
+      return route.abort('blockedbyclient');
+    }
+    stats.requests++;
+    if (new URL(request.url()).host === host) stats.hostRequests++;
+    return route.continue();
+  };
 }
 
 /**
@@ -166,6 +191,20 @@ async function takeDom(page: Page, url: string, maxBytes: number, stats: Rendere
   const html = await page.content();
   stats.domChars = html.length;
   return Buffer.from(html, 'utf8');
+}
+
+/** `step`, or ERR_TIMEOUT once `timeoutMs` has passed (the page's close, which follows, ends the step). */
+async function withinRenderTimeout<T>(step: Promise<T>, timeoutMs: number, url: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RetryableError('ERR_TIMEOUT', `the page did not give its content within ${timeoutMs} ms (render.timeoutMs): a script keeps it busy`, { url })), timeoutMs);
+  });
+  step.catch(() => undefined);
+  try {
+    return await Promise.race([step, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function tooLarge(url: string, maxBytes: number): NonRetryableError {

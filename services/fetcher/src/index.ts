@@ -7,7 +7,7 @@ import { parsePage } from '@crawlfleet/parser';
 import { BrowserPool, PageRenderer, needsRendering } from '@crawlfleet/render';
 import { RenderRouting } from './render-routing.js';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, proxyProbe, type ProxyEntry } from '@crawlfleet/politeness';
-import { DeferError, GiveUpError, CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, writeHandOver, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { DeferError, GiveUpError, CrawlBacklogs, createStageWorker, fetchDeadlineMs, runningStage, watchBackpressure, writeHandOver, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
 export interface FetcherOptions {
   concurrency: number;
@@ -88,7 +88,8 @@ function startFetchStage(ctx: FleetContext, options: FetchStageOptions): Running
     concurrency: options.concurrency,
     holdBack: nextStage === 'write' ? new CrawlBacklogs(ctx.redis, ctx.keys, 'write', ctx.env.writeHighWater) : new CrawlBacklogs(ctx.redis, ctx.keys, 'parse', ctx.env.parseHighWater),
     runsHooks: true,
-    handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals, incarnation, spiderModule }) => {
+    deadlineMs: (crawl) => fetchDeadlineMs(crawl.spider, renderer !== undefined),
+    handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals, incarnation, spiderModule, signal }) => {
       await registered;
       const { spider } = crawl;
       const renderMode = renderModeFor(renderSettings(spider), data.url);
@@ -113,7 +114,7 @@ function startFetchStage(ctx: FleetContext, options: FetchStageOptions): Running
         crawlId: data.crawlId,
         ...(request ? { request } : {}),
         ...(crawl.sink.warc && !renderer ? { keepWire: true } : {}),
-        ...(renderer ? { load: renderer.loaderFor(spider, incarnation) } : {}),
+        ...(renderer ? { load: renderer.loaderFor(spider, incarnation), signal } : {}),
       });
       switch (outcome.kind) {
         case 'wait':
