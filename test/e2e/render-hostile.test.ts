@@ -1,6 +1,8 @@
+import { execFileSync } from 'node:child_process';
 import { type Logger, createLogger, validateSpider } from '@crawlfleet/core';
 import { BrowserPool, PageRenderer, type RenderedPageStats } from '@crawlfleet/render';
 import { startHostileSite } from '../fixtures/hostile-pages.mjs';
+import { waitFor } from '../helpers/cli.js';
 
 /**
  * Hostile pages against the renderer itself (issue #28, section B): a real Chromium, a real local
@@ -12,6 +14,24 @@ const log: Logger = createLogger({ level: 'silent' });
 
 function spiderFor(site: Site, extra: Record<string, unknown> = {}) {
   return validateSpider({ name: 'hostile', startUrls: [`${site.url}/page`], allowedAddresses: ['127.0.0.1'], render: 'always', ...extra });
+}
+
+/** Chromium processes started by this test process (its descendants): other engineers' browsers are not counted. */
+function ourChromiumProcesses(): number {
+  const rows = execFileSync('ps', ['-eo', 'pid=,ppid=,comm='], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/));
+  const children = new Map<string, string[]>();
+  for (const [pid, ppid] of rows) children.set(ppid!, [...(children.get(ppid!) ?? []), pid!]);
+  const comm = new Map(rows.map(([pid, , name]) => [pid!, name ?? '']));
+  const descendants: string[] = [];
+  for (let queue = [String(process.pid)]; queue.length > 0; ) {
+    const next = children.get(queue.shift()!) ?? [];
+    descendants.push(...next);
+    queue.push(...next);
+  }
+  return descendants.filter((pid) => comm.get(pid)?.includes('chrom')).length;
 }
 
 /** `work`, or 'hung' when it has not settled after `ms` (far longer than it takes: a hang, not a slow machine). */
@@ -47,9 +67,10 @@ describe('a page cannot hang or escape the renderer', () => {
     renderer = new PageRenderer(pool, new Map(), log, (s) => stats.push(s));
   });
   afterAll(async () => {
-    await renderer.close();
+    // The browser first: the guard's tunnels end with its connections.
     await pool.close();
     await site.close();
+    await renderer.close();
   });
 
   test('a DOM over limits.maxResponseBytes is refused inside the page (ERR_RESPONSE_TOO_LARGE), none of it copied here; one under the cap is taken whole', async () => {
@@ -80,4 +101,28 @@ describe('a page cannot hang or escape the renderer', () => {
     // The page's close did not hang on a navigation: the next page of the same context renders.
     expect(await settlesWithin(load(renderer, spider, `${site.url}/page`, stats), 90_000)).toMatchObject({ page: { status: 200 } });
   }, 200_000);
+
+  test('a page that opens 20 popups: each is closed as it opens and reaches nothing; no page and no Chromium process of the job is left after it', async () => {
+    const spider = spiderFor(site, { render: { mode: 'always', maxRequestsPerPage: 5, waitFor: { maxWaitMs: 2000, networkIdle: true } } });
+    expect(await load(renderer, spider, `${site.url}/page`, stats)).toMatchObject({ page: { status: 200 } });
+    const baseline = ourChromiumProcesses();
+    const popups = await load(renderer, spider, `${site.url}/popups?n=20`, stats);
+    expect(popups).toMatchObject({ page: { status: 200 } });
+    // Neither a popup's page nor anything its script asks for reached the site.
+    expect(site.count('/popup?')).toBe(0);
+    expect(site.count('/from-popup')).toBe(0);
+    expect(pool.openPages()).toBe(0);
+    await waitFor(() => ourChromiumProcesses() <= baseline, 30_000, `Chromium processes back to ${baseline} (now ${ourChromiumProcesses()})`);
+    // And the next page of the crawl's context renders, with nothing of the popups around it.
+    expect(await load(renderer, spider, `${site.url}/page`, stats)).toMatchObject({ page: { status: 200 } });
+    expect(pool.openPages()).toBe(0);
+  }, 120_000);
+
+  test('WebSockets count against render.maxRequestsPerPage: of 30 a page opens with a budget of 5, 5 connect', async () => {
+    const spider = spiderFor(site, { render: { mode: 'always', maxRequestsPerPage: 5, waitFor: { maxWaitMs: 2000 } } });
+    const before = site.sockets;
+    const sockets = await load(renderer, spider, `${site.url}/sockets?n=30`, stats);
+    expect(sockets).toMatchObject({ page: { status: 200 }, stats: { requests: 5, overBudget: 25 } });
+    expect(site.sockets - before).toBe(5);
+  }, 120_000);
 });

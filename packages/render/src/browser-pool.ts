@@ -51,6 +51,18 @@ async function closesWithin(page: Page, timeoutMs: number): Promise<boolean> {
   }
 }
 
+/** The pages of ours in a context, and those being opened. */
+interface ContextPages {
+  ours: WeakSet<Page>;
+  creating: Set<Promise<Page>>;
+}
+
+/** Closes a page that opened in a context of ours unless it is one of ours (a popup). */
+async function closeIfStray(page: Page, known: ContextPages): Promise<void> {
+  await Promise.allSettled([...known.creating]);
+  if (!known.ours.has(page)) await page.close({ runBeforeUnload: false }).catch(() => undefined);
+}
+
 interface PooledBrowser {
   browser: Browser;
   /** the browser's contexts by key (a crawl): pages of one key share cookies and cache */
@@ -75,6 +87,7 @@ export class BrowserPool {
   private current: PooledBrowser | undefined;
   private launching: Promise<PooledBrowser> | undefined;
   private readonly all = new Set<PooledBrowser>();
+  private readonly pages = new WeakMap<BrowserContext, ContextPages>();
   private closed = false;
   private launched = 0;
 
@@ -92,7 +105,7 @@ export class BrowserPool {
         pooled.contexts.set(key, context);
         context.catch(() => pooled.contexts.delete(key));
       }
-      page = await (await context).newPage();
+      page = await this.newPage(await context);
       return await use(page);
     } finally {
       // A page's close waits for a navigation under way, which a hostile page can keep going: past
@@ -104,6 +117,38 @@ export class BrowserPool {
       pooled.open--;
       if (pooled.retired && pooled.open === 0) await this.closeBrowser(pooled);
     }
+  }
+
+  /**
+   * A page of ours in `context`. Any other page that opens in the context (a popup, `noopener` or
+   * not) is closed as soon as it does: Chromium runs with popup blocking off, and a popup would
+   * outlive its job, with its renderer process, its scripts and its requests. A page of ours is
+   * known once its newPage() settles, so a new page is judged only after those under way have.
+   */
+  private async newPage(context: BrowserContext): Promise<Page> {
+    let pages = this.pages.get(context);
+    if (!pages) {
+      const known: ContextPages = { ours: new WeakSet(), creating: new Set() };
+      context.on('page', (opened) => void closeIfStray(opened, known));
+      this.pages.set(context, known);
+      pages = known;
+    }
+    const known = pages;
+    const creating = context.newPage().then((page) => {
+      known.ours.add(page);
+      return page;
+    });
+    known.creating.add(creating);
+    try {
+      return await creating;
+    } finally {
+      known.creating.delete(creating);
+    }
+  }
+
+  /** Pages open in this pool's browsers, as Chromium reports them. */
+  openPages(): number {
+    return [...this.all].reduce((sum, pooled) => sum + pooled.browser.contexts().reduce((n, context) => n + context.pages().length, 0), 0);
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,6 @@
 import { NonRetryableError, RetryableError, renderSettings, type Logger, type RenderSettings, type Spider } from '@crawlfleet/core';
 import { addressPolicy, type AddressPolicy, type FetchResult } from '@crawlfleet/fetch';
-import type { Page, Response, Route } from 'playwright-core';
+import type { BrowserContext, Page, Response, Route, WebSocketRoute } from 'playwright-core';
 import type { BrowserPool } from './browser-pool.js';
 import { GuardProxy } from './guard-proxy.js';
 import { contentSelectors } from './script-built.js';
@@ -30,6 +30,10 @@ export type RenderLoader = (url: string, options: { userAgent: string; signal?: 
  */
 export class PageRenderer {
   private readonly proxies = new Map<string, Promise<GuardProxy>>();
+  /** each page's own rules, for the context-wide route: a request of any other page is refused */
+  private readonly routers = new WeakMap<Page, (route: Route) => Promise<void>>();
+  /** contexts whose route is in place (once each) */
+  private readonly routed = new WeakMap<BrowserContext, Promise<void>>();
 
   constructor(
     private readonly pool: BrowserPool,
@@ -57,7 +61,10 @@ export class PageRenderer {
       const contextOptions = { userAgent, proxy: { server: proxy.url, bypass: '<-loopback>' }, serviceWorkers: 'block' as const, acceptDownloads: false };
       return this.pool.withPage(`${contextKey} ${proxy.url}`, contextOptions, async (page) => {
         const stats: RenderedPageStats = { requests: 0, hostRequests: 0, blocked: 0, overBudget: 0, domChars: 0, navigationsRefused: 0 };
-        await page.route('**/*', pageRouter(settings, new URL(url).host, stats));
+        const host = new URL(url).host;
+        await this.routeContext(page.context());
+        this.routers.set(page, pageRouter(settings, host, stats));
+        await page.routeWebSocket(/.*/, socketRouter(settings, host, stats));
         // Past the job's deadline the page is closed: whatever the render awaits then fails.
         const stop = () => void page.close({ runBeforeUnload: false }).catch(() => undefined);
         signal?.addEventListener('abort', stop, { once: true });
@@ -70,6 +77,29 @@ export class PageRenderer {
         }
       });
     };
+  }
+
+  /**
+   * Routes every request of a context, not only its pages': a popup's first request, which a
+   * page's route never sees, and everything a popup (closed by the pool as soon as it opens) asks
+   * for before that. A request goes by the rules of the page it comes from; one of any other page,
+   * or one whose frame is not known yet (a popup's navigation), is refused. A WebSocket of a page
+   * of ours goes by its page's route (socketRouter), any other is closed.
+   */
+  private routeContext(context: BrowserContext): Promise<void> {
+    let routed = this.routed.get(context);
+    if (!routed) {
+      routed = Promise.all([
+        context.route('**/*', (route) => {
+          const owner = pageOf(route);
+          const router = owner && this.routers.get(owner);
+          return router ? router(route) : route.abort('blockedbyclient');
+        }),
+        context.routeWebSocket(/.*/, (socket) => socket.close()),
+      ]).then(() => undefined);
+      this.routed.set(context, routed);
+    }
+    return routed;
   }
 
   async close(): Promise<void> {
@@ -149,6 +179,32 @@ function pageRouter(settings: RenderSettings, host: string, stats: RenderedPageS
     stats.requests++;
     if (new URL(request.url()).host === host) stats.hostRequests++;
     return route.continue();
+  };
+}
+
+/** The page a request comes from; undefined when its frame is not known (a popup's first navigation, a service worker). */
+function pageOf(route: Route): Page | undefined {
+  try {
+    return route.request().frame().page();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A page's WebSockets count against its request budget as its other requests do: past it, a socket
+ * is closed before it connects; within it, it connects through the browser's proxy (the guard).
+ */
+function socketRouter(settings: RenderSettings, host: string, stats: RenderedPageStats): (socket: WebSocketRoute) => void {
+  return (socket) => {
+    if (stats.requests >= settings.maxRequestsPerPage) {
+      stats.overBudget++;
+      void socket.close({ code: 1008, reason: 'over the page request budget' });
+      return;
+    }
+    stats.requests++;
+    if (new URL(socket.url()).host === host) stats.hostRequests++;
+    socket.connectToServer();
   };
 }
 

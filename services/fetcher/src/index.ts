@@ -45,8 +45,9 @@ export function startRenderer(ctx: FleetContext, options: RendererOptions): Runn
     ...stage,
     async close() {
       await stage.close();
-      await renderer.close();
+      // The browsers first: the guard's tunnels (WebSockets, CONNECT) end with their connections.
       await pool.close();
+      await renderer.close();
     },
   };
 }
