@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { type Logger, createLogger, validateSpider } from '@crawlfleet/core';
-import { BrowserPool, PageRenderer, type RenderedPageStats } from '@crawlfleet/render';
+import { BrowserPool, PageRenderer, type RenderLoadOptions, type RenderedPageStats } from '@crawlfleet/render';
 import { startHostileSite } from '../fixtures/hostile-pages.mjs';
 import { waitFor } from '../helpers/cli.js';
 
@@ -45,10 +45,10 @@ async function settlesWithin<T>(work: Promise<T>, ms: number): Promise<T | 'hung
 }
 
 /** What a load gave: its result or its error's code, and the page's stats. */
-async function load(renderer: PageRenderer, spider: ReturnType<typeof spiderFor>, url: string, stats: RenderedPageStats[]) {
+async function load(renderer: PageRenderer, spider: ReturnType<typeof spiderFor>, url: string, stats: RenderedPageStats[], options: Omit<RenderLoadOptions, 'userAgent'> = {}) {
   const before = stats.length;
   try {
-    const page = await renderer.loaderFor(spider, 'crawl-1')(url, { userAgent: 'Mozilla/5.0 (X11; Linux x86_64) Chrome/130.0 Safari/537.36' });
+    const page = await renderer.loaderFor(spider, 'crawl-1')(url, { userAgent: 'Mozilla/5.0 (X11; Linux x86_64) Chrome/130.0 Safari/537.36', ...options });
     return { page, stats: stats[before] };
   } catch (err) {
     return { code: (err as { code?: string }).code ?? 'no code', message: (err as Error).message, stats: stats[before] };
@@ -64,7 +64,8 @@ describe('a page cannot hang or escape the renderer', () => {
   beforeAll(async () => {
     site = await startHostileSite();
     pool = new BrowserPool({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', retireAfterPages: 1000, log });
-    renderer = new PageRenderer(pool, new Map(), log, (s) => stats.push(s));
+    // other.test: the same site under another name, so another origin (HOST_RESOLVE).
+    renderer = new PageRenderer(pool, new Map([['other.test', '127.0.0.1']]), log, (s) => stats.push(s));
   });
   afterAll(async () => {
     // The browser first: the guard's tunnels end with its connections.
@@ -125,4 +126,33 @@ describe('a page cannot hang or escape the renderer', () => {
     expect(sockets).toMatchObject({ page: { status: 200 }, stats: { requests: 5, overBudget: 25 } });
     expect(site.sockets - before).toBe(5);
   }, 120_000);
+
+  test("redirects in the browser keep a plain request's rules: another origin, or a target the rules refuse, ends the load as that hop's 302; a chain past limits.maxRedirects is ERR_TOO_MANY_REDIRECTS", async () => {
+    const spider = spiderFor(site, { render: { mode: 'always', waitFor: { maxWaitMs: 0 } }, limits: { maxRedirects: 2 } });
+    const redirect = (to: string) => `/redirect?to=${encodeURIComponent(to)}`;
+    const other = `http://other.test:${site.port}/page?other`;
+    const away = await load(renderer, spider, `${site.url}${redirect(other)}`, stats);
+    expect(away).toMatchObject({ page: { status: 302, url: `${site.url}${redirect(other)}`, headers: { location: other }, redirects: 0 } });
+    // Another origin's page was not taken: the fetcher admits it as a new URL of the crawl (scope, robots.txt, its turn).
+    // A same-origin hop is followed; the next, to a path the rules (robots.txt) refuse, is where it stops.
+    const refused = `${site.url}/private`;
+    const rules = (from: URL, to: URL) => from.origin === to.origin && to.pathname !== '/private';
+    const stopped = await load(renderer, spider, `${site.url}${redirect(redirect(refused))}`, stats, { followRedirect: rules });
+    expect(stopped).toMatchObject({ page: { status: 302, url: `${site.url}${redirect(refused)}`, headers: { location: refused }, redirects: 1 } });
+    // An address the guard refuses, behind a redirect: that redirect, not a site's block (the guard's 403).
+    const forbidden = `http://127.0.0.2:${site.port}/page`;
+    expect(await load(renderer, spider, `${site.url}${redirect(forbidden)}`, stats)).toMatchObject({ page: { status: 302, headers: { location: forbidden } } });
+    // Three same-origin hops with 2 allowed (or 1 left of the chain's budget).
+    const chain = `${site.url}${redirect(redirect(redirect('/page')))}`;
+    expect(await load(renderer, spider, chain, stats)).toMatchObject({ code: 'ERR_TOO_MANY_REDIRECTS' });
+    expect(await load(renderer, spider, `${site.url}${redirect(redirect('/page'))}`, stats, { maxRedirects: 1 })).toMatchObject({ code: 'ERR_TOO_MANY_REDIRECTS' });
+    expect(await load(renderer, spider, `${site.url}${redirect(redirect('/page'))}`, stats)).toMatchObject({ page: { status: 200, redirects: 2 } });
+  }, 120_000);
+
+  test('a download is not rendered and not retried: ERR_RENDER_DOWNLOAD', async () => {
+    const spider = spiderFor(site, { render: { mode: 'always', waitFor: { maxWaitMs: 0 } } });
+    const download = await load(renderer, spider, `${site.url}/download`, stats);
+    expect(download).toMatchObject({ code: 'ERR_RENDER_DOWNLOAD' });
+    expect(download.code !== undefined && (download as { message: string }).message).toContain('is a download');
+  }, 60_000);
 });

@@ -34,7 +34,17 @@ export interface PoliteFetchInput {
 }
 
 /** Loads a page some other way than one HTTP request (a browser), as a fetch would answer it. */
-export type PageLoader = (url: string, options: { userAgent: string; timeoutMs: number; signal?: AbortSignal }) => Promise<FetchResult>;
+export type PageLoader = (url: string, options: PageLoadOptions) => Promise<FetchResult>;
+
+export interface PageLoadOptions {
+  userAgent: string;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** the redirects a plain request would follow inline (same origin, allowed by robots.txt); the first other one ends the load as a 3xx */
+  followRedirect?: (from: URL, to: URL) => boolean;
+  /** redirects left of limits.maxRedirects for this chain */
+  maxRedirects?: number;
+}
 
 /**
  * What a fetch learnt of its host, for the frontier's schedule of the host's next turns: its
@@ -146,7 +156,14 @@ export class PoliteFetcher {
       // A chain of redirects is bounded as a whole: those that led to a page count against its request's.
       const limits = robotsOrigin ? spider.limits : { ...spider.limits, maxRedirects: Math.max(0, spider.limits.maxRedirects - (input.redirects ?? 0)) };
       page = await (input.load && !robotsOrigin
-        ? input.load(target, { userAgent: input.userAgent, timeoutMs: spider.limits.timeoutMs, ...(input.signal ? { signal: input.signal } : {}) })
+        ? input.load(target, {
+            userAgent: input.userAgent,
+            timeoutMs: spider.limits.timeoutMs,
+            ...(input.signal ? { signal: input.signal } : {}),
+            // The browser's redirects under the plain request's rules.
+            followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true),
+            maxRedirects: limits.maxRedirects,
+          })
         : fetchPage(
             target,
             { ...spider, limits },

@@ -1,6 +1,6 @@
 import { NonRetryableError, RetryableError, renderSettings, type Logger, type RenderSettings, type Spider } from '@crawlfleet/core';
-import { addressPolicy, type AddressPolicy, type FetchResult } from '@crawlfleet/fetch';
-import type { BrowserContext, Page, Response, Route, WebSocketRoute } from 'playwright-core';
+import { addressPolicy, type AddressPolicy, type FetchResult, type ForbiddenAddressError } from '@crawlfleet/fetch';
+import type { BrowserContext, Page, Request, Response, Route, WebSocketRoute } from 'playwright-core';
 import type { BrowserPool } from './browser-pool.js';
 import { GuardProxy } from './guard-proxy.js';
 import { contentSelectors } from './script-built.js';
@@ -20,7 +20,16 @@ export interface RenderedPageStats {
 }
 
 /** Loads a page in a browser the way a fetch answers it (status, headers, final URL, body); `signal` stops it. */
-export type RenderLoader = (url: string, options: { userAgent: string; signal?: AbortSignal }) => Promise<FetchResult>;
+export type RenderLoader = (url: string, options: RenderLoadOptions) => Promise<FetchResult>;
+
+export interface RenderLoadOptions {
+  userAgent: string;
+  signal?: AbortSignal;
+  /** the redirects a plain request would follow inline (default: same origin only) */
+  followRedirect?: (from: URL, to: URL) => boolean;
+  /** redirects left of limits.maxRedirects (default: the spider's) */
+  maxRedirects?: number;
+}
 
 /**
  * Renders pages for the render stage: each in a fresh browser context whose traffic all goes
@@ -47,7 +56,7 @@ export class PageRenderer {
   loaderFor(spider: Spider, contextKey: string): RenderLoader {
     const settings = renderSettings(spider);
     const policy = addressPolicy(spider);
-    return async (url, { userAgent, signal }) => {
+    return async (url, { userAgent, signal, followRedirect = sameOrigin, maxRedirects = spider.limits.maxRedirects }) => {
       const proxy = await this.proxyFor(policy);
       // The page's own URL under the guard before a browser opens it: a refusal is the URL's fault,
       // final; a name that does not resolve now is the navigation's to report (retried).
@@ -68,8 +77,21 @@ export class PageRenderer {
         // Past the job's deadline the page is closed: whatever the render awaits then fails.
         const stop = () => void page.close({ runBeforeUnload: false }).catch(() => undefined);
         signal?.addEventListener('abort', stop, { once: true });
+        const navigations = mainFrameNavigations(page);
         try {
-          return { ...(await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started, stats)), hostRequests: stats.hostRequests };
+          const rendered = await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started, stats).catch(async (err: unknown) => {
+            // A load that failed on a hop a plain request would not have followed (another origin's
+            // refusal, a guard's 403) is that hop's redirect, as a plain request would have met it.
+            const stop = await redirectStopOf(navigations.last(), followRedirect, maxRedirects, started);
+            if (stop) return stop;
+            throw (await this.forbiddenOf(proxy, navigations.last()?.url())) ?? err;
+          });
+          const stop = rendered.redirects > 0 ? await redirectStopOf(navigations.last(), followRedirect, maxRedirects, started) : undefined;
+          if (stop) return stop;
+          // The guard answers a refused plain-HTTP request 403: that is no site's block.
+          const forbidden = rendered.status === 403 ? await this.forbiddenOf(proxy, rendered.url) : undefined;
+          if (forbidden) throw forbidden;
+          return { ...rendered, hostRequests: stats.hostRequests };
         } finally {
           signal?.removeEventListener('abort', stop);
           this.onPage(stats);
@@ -100,6 +122,17 @@ export class PageRenderer {
       this.routed.set(context, routed);
     }
     return routed;
+  }
+
+  /**
+   * A failed or refused navigation whose URL the guard refuses is the URL's fault, final
+   * (ERR_FORBIDDEN_ADDRESS, as a plain fetch says it), not a site's block or a network error.
+   */
+  private async forbiddenOf(proxy: GuardProxy, url: string | undefined): Promise<ForbiddenAddressError | undefined> {
+    if (!url?.startsWith('http')) return undefined;
+    const target = new URL(url);
+    const verdict = await proxy.vet(target.hostname, Number(target.port || (target.protocol === 'https:' ? 443 : 80)));
+    return 'forbidden' in verdict ? verdict.forbidden : undefined;
   }
 
   async close(): Promise<void> {
@@ -179,6 +212,61 @@ function pageRouter(settings: RenderSettings, host: string, stats: RenderedPageS
     stats.requests++;
     if (new URL(request.url()).host === host) stats.hostRequests++;
     return route.continue();
+  };
+}
+
+const sameOrigin = (from: URL, to: URL) => from.origin === to.origin;
+
+/** The page's main-frame navigation requests as they come: the last one ends the chain of redirects the browser followed. */
+function mainFrameNavigations(page: Page): { last(): Request | undefined } {
+  let last: Request | undefined;
+  // The page's own navigation and the redirects it met, not a later navigation (refused anyway).
+  page.on('request', (request) => {
+    if (!request.isNavigationRequest() || (last !== undefined && request.redirectedFrom() !== last)) return;
+    if (last !== undefined || request.frame() === page.mainFrame()) last = request;
+  });
+  return { last: () => last };
+}
+
+/**
+ * Pure: where a chain of redirects (its URLs, the requested one first) stops under a plain
+ * request's rules: at the first hop it would not follow inline (`redirect`, the hop's index), or
+ * past `maxRedirects` (`too-many`); undefined when the whole chain is one a plain request follows.
+ */
+export function redirectStop(chain: readonly string[], followRedirect: (from: URL, to: URL) => boolean, maxRedirects: number): { kind: 'redirect'; hop: number } | { kind: 'too-many' } | undefined {
+  for (let hop = 0; hop + 1 < chain.length; hop++) {
+    if (!followRedirect(new URL(chain[hop]!), new URL(chain[hop + 1]!))) return { kind: 'redirect', hop };
+    if (hop + 1 > maxRedirects) return { kind: 'too-many' };
+  }
+  return undefined;
+}
+
+/**
+ * The answer a plain request would have given where the browser's chain of redirects leaves its
+ * rules (redirectStop): the 3xx of that hop, whose target the fetcher then takes as a new URL of the
+ * crawl (scope, robots.txt, its host's turn, limits.maxRedirects), as it does a plain redirect.
+ */
+async function redirectStopOf(last: Request | undefined, followRedirect: (from: URL, to: URL) => boolean, maxRedirects: number, started: number): Promise<FetchResult | undefined> {
+  const requests: Request[] = [];
+  for (let r: Request | null | undefined = last; r; r = r.redirectedFrom()) requests.unshift(r);
+  const stop = redirectStop(
+    requests.map((r) => r.url()),
+    followRedirect,
+    maxRedirects,
+  );
+  if (!stop) return undefined;
+  const url = requests[0]!.url();
+  if (stop.kind === 'too-many') throw new NonRetryableError('ERR_TOO_MANY_REDIRECTS', `more than ${maxRedirects} redirects (limits.maxRedirects) in the browser`, { url });
+  const from = requests[stop.hop]!;
+  const response = await from.response().catch(() => null);
+  return {
+    url: from.url(),
+    status: response?.status() ?? 302,
+    headers: { location: requests[stop.hop + 1]!.url() },
+    contentType: undefined,
+    body: Buffer.alloc(0),
+    elapsedMs: performance.now() - started,
+    redirects: stop.hop,
   };
 }
 
@@ -276,6 +364,8 @@ interface BrowserWindow {
 function navigationError(err: unknown, url: string, timeoutMs: number): Error {
   const message = (err as Error).message ?? String(err);
   if ((err as Error).name === 'TimeoutError') return new RetryableError('ERR_TIMEOUT', `the page did not load within ${timeoutMs} ms (render.timeoutMs)`, { url });
+  // An attachment: a browser downloads it rather than render it, and it will every time.
+  if (/Download is starting/.test(message)) return new NonRetryableError('ERR_RENDER_DOWNLOAD', `${url} is a download (an attachment), which a browser does not render`, { url });
   const net = /net::(ERR_[A-Z_]+)/.exec(message);
   return new RetryableError(net ? `ERR_RENDER_${net[1]!.slice(4)}` : 'ERR_RENDER', message.split('\n')[0]!, { url }, { cause: err });
 }
