@@ -63,6 +63,14 @@ async function closeIfStray(page: Page, known: ContextPages): Promise<void> {
   if (!known.ours.has(page)) await page.close({ runBeforeUnload: false }).catch(() => undefined);
 }
 
+/** Closes the pages of `context` that are not ours (popups), and waits for them to close. */
+async function closeStrays(context: BrowserContext, known: ContextPages | undefined): Promise<void> {
+  if (!known) return;
+  await Promise.allSettled([...known.creating]);
+  const strays = context.pages().filter((page) => !known.ours.has(page));
+  await Promise.all(strays.map((page) => closesWithin(page, PAGE_CLOSE_TIMEOUT_MS)));
+}
+
 interface PooledBrowser {
   browser: Browser;
   /** the browser's contexts by key (a crawl): pages of one key share cookies and cache */
@@ -114,6 +122,8 @@ export class BrowserPool {
         this.options.log.warn({ timeoutMs: PAGE_CLOSE_TIMEOUT_MS }, 'a page did not close in time: its browser is retired');
         this.retire(pooled);
       }
+      // A popup whose close is still under way (closeIfStray) ends before the job does.
+      if (page) await closeStrays(page.context(), this.pages.get(page.context()));
       pooled.open--;
       if (pooled.retired && pooled.open === 0) await this.closeBrowser(pooled);
     }
