@@ -3,7 +3,7 @@ import { join, relative } from 'node:path';
 import { ConfigError, renderModeFor, renderSettings, validateSpider } from '@crawlfleet/core';
 import { fetchQueueFor } from '@crawlfleet/crawl';
 import { extractResponse } from '@crawlfleet/extract';
-import { autoRoute, contentSelectors, mayBeScriptBuilt, needsRendering, pageKindOf, rulesFoundContent } from '@crawlfleet/render';
+import { autoRoute, contentSelectors, mayBeScriptBuilt, needsRendering, pageKindOf, redirectStop, rulesFoundContent } from '@crawlfleet/render';
 import { unpackRealPages } from '../helpers/real-pages.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -162,5 +162,17 @@ describe('what render "auto" learns (autoRoute, pageKindOf)', () => {
     expect(pageKindOf('http://shop.test/p/2024/05/story')).toBe('shop.test/p/0/0/');
     expect(pageKindOf('http://shop.test/product-123')).toBe('shop.test/');
     expect(pageKindOf('http://other.test/app/item/31.html')).not.toBe(pageKindOf('http://shop.test/app/item/31.html'));
+  });
+});
+
+describe("redirects in the browser under a plain request's rules (redirectStop)", () => {
+  const sameOrigin = (from: URL, to: URL) => from.origin === to.origin;
+  test('the first hop a plain request would not follow, or a chain past maxRedirects', () => {
+    expect(redirectStop(['http://a.test/'], sameOrigin, 0)).toBeUndefined();
+    expect(redirectStop(['http://a.test/', 'http://a.test/b', 'http://a.test/c'], sameOrigin, 2)).toBeUndefined();
+    expect(redirectStop(['http://a.test/', 'http://a.test/b', 'http://www.a.test/'], sameOrigin, 5)).toEqual({ kind: 'redirect', hop: 1 });
+    expect(redirectStop(['http://a.test/', 'http://a.test/b', 'http://a.test/c'], sameOrigin, 1)).toEqual({ kind: 'too-many' });
+    // Another origin is a new URL of the crawl whatever the budget left: the fetcher counts it there.
+    expect(redirectStop(['http://a.test/', 'https://a.test/'], sameOrigin, 0)).toEqual({ kind: 'redirect', hop: 0 });
   });
 });

@@ -35,6 +35,10 @@ export const ENV_TABLE = {
     shown: 'generated browsers',
   },
   LOCK_DURATION_MS: { default: '30000', doc: "BullMQ job lock; a killed worker's jobs run again after this" },
+  HANDLER_DEADLINE_MS: {
+    default: '600000',
+    doc: "the hard deadline of one run of a parse or write job's handler: past it the handler is told to stop, its slot is freed and the job fails `ERR_HANDLER_DEADLINE` (retried while attempts remain, then dead-lettered). A fetch or render job's deadline comes from its spider's timeouts (`limits.timeoutMs`, `render.timeoutMs`, `render.waitFor.maxWaitMs`) plus 60 s",
+  },
   MAX_STALLED_COUNT: {
     default: '',
     doc: 'times a job may lose its worker (killed, crashed) and run again before it is dead-lettered as `ERR_STALLED`: high enough that killed workers never reach it, low enough that a page that crashes its parser every time stops soon',
@@ -159,6 +163,7 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   USER_AGENTS: z.string(),
   LOCK_DURATION_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
+  HANDLER_DEADLINE_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
   MAX_STALLED_COUNT: z.string().regex(/^([1-9]\d*)?$/, 'must be a positive number of stalls'),
   SHUTDOWN_DRAIN_MS: z.string().regex(/^\d+$/, 'must be a number of milliseconds'),
   RECONCILE_INTERVAL_MS: z.string().regex(/^[1-9]\d*$/, 'must be a positive number of milliseconds'),
@@ -204,6 +209,8 @@ export interface Env {
   logLevel: string;
   userAgents: string[];
   lockDurationMs: number;
+  /** HANDLER_DEADLINE_MS: how long one run of a parse or write handler may take */
+  handlerDeadlineMs: number;
   /** undefined: each stage's own default (see stage-worker) */
   maxStalledCount: number | undefined;
   /** SHUTDOWN_DRAIN_MS: how long a stopping process waits for its in-flight jobs (0: no limit) */
@@ -304,6 +311,7 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
     logLevel: e.LOG_LEVEL,
     userAgents: readListValue(e.USER_AGENTS, 'USER_AGENTS', /\n/),
     lockDurationMs: Number(e.LOCK_DURATION_MS),
+    handlerDeadlineMs: Number(e.HANDLER_DEADLINE_MS),
     maxStalledCount: e.MAX_STALLED_COUNT === '' ? undefined : Number(e.MAX_STALLED_COUNT),
     shutdownDrainMs: Number(e.SHUTDOWN_DRAIN_MS),
     reconcileIntervalMs: Number(e.RECONCILE_INTERVAL_MS),

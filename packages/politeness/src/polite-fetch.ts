@@ -29,10 +29,22 @@ export interface PoliteFetchInput {
    * robots.txt, host slot and proxy; robots.txt itself is always a plain request
    */
   load?: PageLoader;
+  /** aborted when the job's deadline has passed: a page loader stops and lets go of its page */
+  signal?: AbortSignal;
 }
 
 /** Loads a page some other way than one HTTP request (a browser), as a fetch would answer it. */
-export type PageLoader = (url: string, options: { userAgent: string; timeoutMs: number }) => Promise<FetchResult>;
+export type PageLoader = (url: string, options: PageLoadOptions) => Promise<FetchResult>;
+
+export interface PageLoadOptions {
+  userAgent: string;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** the redirects a plain request would follow inline (same origin, allowed by robots.txt); the first other one ends the load as a 3xx */
+  followRedirect?: (from: URL, to: URL) => boolean;
+  /** redirects left of limits.maxRedirects for this chain */
+  maxRedirects?: number;
+}
 
 /**
  * What a fetch learnt of its host, for the frontier's schedule of the host's next turns: its
@@ -144,7 +156,14 @@ export class PoliteFetcher {
       // A chain of redirects is bounded as a whole: those that led to a page count against its request's.
       const limits = robotsOrigin ? spider.limits : { ...spider.limits, maxRedirects: Math.max(0, spider.limits.maxRedirects - (input.redirects ?? 0)) };
       page = await (input.load && !robotsOrigin
-        ? input.load(target, { userAgent: input.userAgent, timeoutMs: spider.limits.timeoutMs })
+        ? input.load(target, {
+            userAgent: input.userAgent,
+            timeoutMs: spider.limits.timeoutMs,
+            ...(input.signal ? { signal: input.signal } : {}),
+            // The browser's redirects under the plain request's rules.
+            followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true),
+            maxRedirects: limits.maxRedirects,
+          })
         : fetchPage(
             target,
             { ...spider, limits },

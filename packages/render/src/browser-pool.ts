@@ -38,6 +38,43 @@ const CHROMIUM_ARGS = [
   '--proxy-bypass-list=<-loopback>',
 ];
 
+/** How long a page's close may take before its browser is retired in its place. */
+const PAGE_CLOSE_TIMEOUT_MS = 10_000;
+
+/** Closes `page` (no beforeunload: a page cannot hold it); false when that did not end within `timeoutMs`. */
+async function closesWithin(page: Page, timeoutMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const closed = page.close({ runBeforeUnload: false }).then(
+    () => true,
+    () => true,
+  );
+  try {
+    return await Promise.race([closed, new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The pages of ours in a context, and those being opened. */
+interface ContextPages {
+  ours: WeakSet<Page>;
+  creating: Set<Promise<Page>>;
+}
+
+/** Closes a page that opened in a context of ours unless it is one of ours (a popup). */
+async function closeIfStray(page: Page, known: ContextPages): Promise<void> {
+  await Promise.allSettled([...known.creating]);
+  if (!known.ours.has(page)) await page.close({ runBeforeUnload: false }).catch(() => undefined);
+}
+
+/** Closes the pages of `context` that are not ours (popups), and waits for them to close. */
+async function closeStrays(context: BrowserContext, known: ContextPages | undefined): Promise<void> {
+  if (!known) return;
+  await Promise.allSettled([...known.creating]);
+  const strays = context.pages().filter((page) => !known.ours.has(page));
+  await Promise.all(strays.map((page) => closesWithin(page, PAGE_CLOSE_TIMEOUT_MS)));
+}
+
 interface PooledBrowser {
   browser: Browser;
   /** the browser's contexts by key (a crawl): pages of one key share cookies and cache */
@@ -62,6 +99,7 @@ export class BrowserPool {
   private current: PooledBrowser | undefined;
   private launching: Promise<PooledBrowser> | undefined;
   private readonly all = new Set<PooledBrowser>();
+  private readonly pages = new WeakMap<BrowserContext, ContextPages>();
   private closed = false;
   private launched = 0;
   /** this pool's own directory (the launcher, the browsers' profiles and temp files) */
@@ -88,13 +126,52 @@ export class BrowserPool {
         pooled.contexts.set(key, context);
         context.catch(() => pooled.contexts.delete(key));
       }
-      page = await (await context).newPage();
+      page = await this.newPage(await context);
       return await use(page);
     } finally {
-      await page?.close().catch(() => undefined);
+      // A page's close waits for a navigation under way, which a hostile page can keep going: past
+      // the bound, the page is left to its browser, which is retired (and so closed, page and all).
+      if (page && !(await closesWithin(page, PAGE_CLOSE_TIMEOUT_MS))) {
+        this.options.log.warn({ timeoutMs: PAGE_CLOSE_TIMEOUT_MS }, 'a page did not close in time: its browser is retired');
+        this.retire(pooled);
+      }
+      // A popup whose close is still under way (closeIfStray) ends before the job does.
+      if (page) await closeStrays(page.context(), this.pages.get(page.context()));
       pooled.open--;
       if (pooled.retired && pooled.open === 0) await this.closeBrowser(pooled);
     }
+  }
+
+  /**
+   * A page of ours in `context`. Any other page that opens in the context (a popup, `noopener` or
+   * not) is closed as soon as it does: Chromium runs with popup blocking off, and a popup would
+   * outlive its job, with its renderer process, its scripts and its requests. A page of ours is
+   * known once its newPage() settles, so a new page is judged only after those under way have.
+   */
+  private async newPage(context: BrowserContext): Promise<Page> {
+    let pages = this.pages.get(context);
+    if (!pages) {
+      const known: ContextPages = { ours: new WeakSet(), creating: new Set() };
+      context.on('page', (opened) => void closeIfStray(opened, known));
+      this.pages.set(context, known);
+      pages = known;
+    }
+    const known = pages;
+    const creating = context.newPage().then((page) => {
+      known.ours.add(page);
+      return page;
+    });
+    known.creating.add(creating);
+    try {
+      return await creating;
+    } finally {
+      known.creating.delete(creating);
+    }
+  }
+
+  /** Pages open in this pool's browsers, as Chromium reports them. */
+  openPages(): number {
+    return [...this.all].reduce((sum, pooled) => sum + pooled.browser.contexts().reduce((n, context) => n + context.pages().length, 0), 0);
   }
 
   async close(): Promise<void> {

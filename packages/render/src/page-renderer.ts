@@ -1,20 +1,35 @@
 import { NonRetryableError, RetryableError, renderSettings, type Logger, type RenderSettings, type Spider } from '@crawlfleet/core';
-import { addressPolicy, type AddressPolicy, type FetchResult } from '@crawlfleet/fetch';
-import type { Page, Response } from 'playwright-core';
+import { addressPolicy, type AddressPolicy, type FetchResult, type ForbiddenAddressError } from '@crawlfleet/fetch';
+import type { BrowserContext, Page, Request, Response, Route, WebSocketRoute } from 'playwright-core';
 import type { BrowserPool } from './browser-pool.js';
 import { GuardProxy } from './guard-proxy.js';
 import { contentSelectors } from './script-built.js';
 
-/** What one rendered page cost: the requests its scripts made (those to its own host among them), those blocked by type, those past the budget. */
+/**
+ * What one rendered page cost: the requests its scripts made (those to its own host among them), those
+ * blocked by type, those past the budget, and the characters of its DOM copied into this process.
+ */
 export interface RenderedPageStats {
   requests: number;
   hostRequests: number;
   blocked: number;
   overBudget: number;
+  domChars: number;
+  /** navigations of the page after its own (a meta refresh, a script's): refused */
+  navigationsRefused: number;
 }
 
-/** Loads a page in a browser the way a fetch answers it (status, headers, final URL, body). */
-export type RenderLoader = (url: string, options: { userAgent: string }) => Promise<FetchResult>;
+/** Loads a page in a browser the way a fetch answers it (status, headers, final URL, body); `signal` stops it. */
+export type RenderLoader = (url: string, options: RenderLoadOptions) => Promise<FetchResult>;
+
+export interface RenderLoadOptions {
+  userAgent: string;
+  signal?: AbortSignal;
+  /** the redirects a plain request would follow inline (default: same origin only) */
+  followRedirect?: (from: URL, to: URL) => boolean;
+  /** redirects left of limits.maxRedirects (default: the spider's) */
+  maxRedirects?: number;
+}
 
 /**
  * Renders pages for the render stage: each in a fresh browser context whose traffic all goes
@@ -24,6 +39,10 @@ export type RenderLoader = (url: string, options: { userAgent: string }) => Prom
  */
 export class PageRenderer {
   private readonly proxies = new Map<string, Promise<GuardProxy>>();
+  /** each page's own rules, for the context-wide route: a request of any other page is refused */
+  private readonly routers = new WeakMap<Page, (route: Route) => Promise<void>>();
+  /** contexts whose route is in place (once each) */
+  private readonly routed = new WeakMap<BrowserContext, Promise<void>>();
 
   constructor(
     private readonly pool: BrowserPool,
@@ -37,7 +56,7 @@ export class PageRenderer {
   loaderFor(spider: Spider, contextKey: string): RenderLoader {
     const settings = renderSettings(spider);
     const policy = addressPolicy(spider);
-    return async (url, { userAgent }) => {
+    return async (url, { userAgent, signal, followRedirect = sameOrigin, maxRedirects = spider.limits.maxRedirects }) => {
       // The guard's requests get the longer of the spider's timeouts: the navigation is one of them.
       const proxy = await this.proxyFor(policy, Math.max(spider.limits.timeoutMs, settings.timeoutMs));
       // The page's own URL under the guard before a browser opens it: a refusal is the URL's fault,
@@ -51,32 +70,70 @@ export class PageRenderer {
       // processes) per page. A retired browser's successor picks again.
       const contextOptions = { userAgent, proxy: { server: proxy.url, bypass: '<-loopback>' }, serviceWorkers: 'block' as const, acceptDownloads: false };
       return this.pool.withPage(`${contextKey} ${proxy.url}`, contextOptions, async (page) => {
-        const stats: RenderedPageStats = { requests: 0, hostRequests: 0, blocked: 0, overBudget: 0 };
+        const stats: RenderedPageStats = { requests: 0, hostRequests: 0, blocked: 0, overBudget: 0, domChars: 0, navigationsRefused: 0 };
         const host = new URL(url).host;
-        await page.route('**/*', (route) => {
-          const request = route.request();
-          // The page's own navigation (and its redirects) is the fetch itself; the rest is its scripts'.
-          if (request.isNavigationRequest() && request.frame().parentFrame() === null) return route.continue();
-          if (settings.block.includes(request.resourceType())) {
-            stats.blocked++;
-            return route.abort('blockedbyclient');
-          }
-          if (stats.requests >= settings.maxRequestsPerPage) {
-            stats.overBudget++;
-            return route.abort('blockedbyclient');
-          }
-          stats.requests++;
-          if (new URL(request.url()).host === host) stats.hostRequests++;
-          return route.continue();
-        });
+        await this.routeContext(page.context());
+        this.routers.set(page, pageRouter(settings, host, stats));
+        await page.routeWebSocket(/.*/, socketRouter(settings, host, stats));
+        // Past the job's deadline the page is closed: whatever the render awaits then fails.
+        const stop = () => void page.close({ runBeforeUnload: false }).catch(() => undefined);
+        signal?.addEventListener('abort', stop, { once: true });
+        const navigations = mainFrameNavigations(page);
         try {
-          return { ...(await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started)), hostRequests: stats.hostRequests };
+          const rendered = await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started, stats).catch(async (err: unknown) => {
+            // A load that failed on a hop a plain request would not have followed (another origin's
+            // refusal, a guard's 403) is that hop's redirect, as a plain request would have met it.
+            const stop = await redirectStopOf(navigations.last(), followRedirect, maxRedirects, started);
+            if (stop) return stop;
+            throw (await this.forbiddenOf(proxy, navigations.last()?.url())) ?? err;
+          });
+          const stop = rendered.redirects > 0 ? await redirectStopOf(navigations.last(), followRedirect, maxRedirects, started) : undefined;
+          if (stop) return stop;
+          // The guard answers a refused plain-HTTP request 403: that is no site's block.
+          const forbidden = rendered.status === 403 ? await this.forbiddenOf(proxy, rendered.url) : undefined;
+          if (forbidden) throw forbidden;
+          return { ...rendered, hostRequests: stats.hostRequests };
         } finally {
+          signal?.removeEventListener('abort', stop);
           this.onPage(stats);
           if (stats.overBudget > 0) this.log.debug({ url, ...stats, maxRequestsPerPage: settings.maxRequestsPerPage }, 'page made more requests than render.maxRequestsPerPage: the rest were refused');
         }
       });
     };
+  }
+
+  /**
+   * Routes every request of a context, not only its pages': a popup's first request, which a
+   * page's route never sees, and everything a popup (closed by the pool as soon as it opens) asks
+   * for before that. A request goes by the rules of the page it comes from; one of any other page,
+   * or one whose frame is not known yet (a popup's navigation), is refused. A WebSocket of a page
+   * of ours goes by its page's route (socketRouter), any other is closed.
+   */
+  private routeContext(context: BrowserContext): Promise<void> {
+    let routed = this.routed.get(context);
+    if (!routed) {
+      routed = Promise.all([
+        context.route('**/*', (route) => {
+          const owner = pageOf(route);
+          const router = owner && this.routers.get(owner);
+          return router ? router(route) : route.abort('blockedbyclient');
+        }),
+        context.routeWebSocket(/.*/, (socket) => socket.close()),
+      ]).then(() => undefined);
+      this.routed.set(context, routed);
+    }
+    return routed;
+  }
+
+  /**
+   * A failed or refused navigation whose URL the guard refuses is the URL's fault, final
+   * (ERR_FORBIDDEN_ADDRESS, as a plain fetch says it), not a site's block or a network error.
+   */
+  private async forbiddenOf(proxy: GuardProxy, url: string | undefined): Promise<ForbiddenAddressError | undefined> {
+    if (!url?.startsWith('http')) return undefined;
+    const target = new URL(url);
+    const verdict = await proxy.vet(target.hostname, Number(target.port || (target.protocol === 'https:' ? 443 : 80)));
+    return 'forbidden' in verdict ? verdict.forbidden : undefined;
   }
 
   async close(): Promise<void> {
@@ -85,7 +142,7 @@ export class PageRenderer {
     this.proxies.clear();
   }
 
-  private async render(page: Page, url: string, settings: RenderSettings, content: string[][], maxBytes: number, started: number): Promise<FetchResult> {
+  private async render(page: Page, url: string, settings: RenderSettings, content: string[][], maxBytes: number, started: number, stats: RenderedPageStats): Promise<FetchResult> {
     let response: Response | null;
     try {
       response = await page.goto(url, { waitUntil: 'load', timeout: settings.timeoutMs });
@@ -97,8 +154,9 @@ export class PageRenderer {
     // A document the browser builds (HTML, XHTML) is taken as its DOM after scripts; anything else as sent.
     const isDocument = contentType === undefined || /html|xml/i.test(contentType);
     if (isDocument) await waitForContent(page, settings.waitFor, content);
-    const body = isDocument ? Buffer.from(await page.content(), 'utf8') : await response.body();
-    if (body.length > maxBytes) throw new NonRetryableError('ERR_RESPONSE_TOO_LARGE', `rendered page larger than ${maxBytes} bytes`, { url });
+    // A script may keep the page busy for ever: taking its DOM (or its body) has the load's timeout too.
+    const body = await withinRenderTimeout(isDocument ? takeDom(page, url, maxBytes, stats) : response.body(), settings.timeoutMs, url);
+    if (body.length > maxBytes) throw tooLarge(url, maxBytes);
     let redirects = 0;
     for (let r = response.request().redirectedFrom(); r; r = r.redirectedFrom()) redirects++;
     return {
@@ -129,6 +187,121 @@ export class PageRenderer {
 }
 
 /**
+ * What a page may request: its own navigation (and its redirects: that is the fetch itself), and of
+ * its scripts' requests the types not blocked, up to the budget. Any later navigation of the page (a
+ * meta refresh, a script's `location =`) is refused, as a plain fetch follows none: the page is what
+ * its URL answered, and a page that reloads itself for ever cannot keep the browser busy (nor
+ * hold its close, which waits for a navigation under way).
+ */
+function pageRouter(settings: RenderSettings, host: string, stats: RenderedPageStats): (route: Route) => Promise<void> {
+  let navigated = false;
+  return (route) => {
+    const request = route.request();
+    if (request.isNavigationRequest() && request.frame().parentFrame() === null) {
+      if (!navigated) {
+        navigated = true;
+        return route.continue();
+      }
+      stats.navigationsRefused++;
+      // A 204 ends a navigation with the page left as it is (an aborted one shows an error page).
+      return route.fulfill({ status: 204 });
+    }
+    if (settings.block.includes(request.resourceType())) {
+      stats.blocked++;
+      return route.abort('blockedbyclient');
+    }
+    if (stats.requests >= settings.maxRequestsPerPage) {
+      stats.overBudget++;
+      return route.abort('blockedbyclient');
+    }
+    stats.requests++;
+    if (new URL(request.url()).host === host) stats.hostRequests++;
+    return route.continue();
+  };
+}
+
+const sameOrigin = (from: URL, to: URL) => from.origin === to.origin;
+
+/** The page's main-frame navigation requests as they come: the last one ends the chain of redirects the browser followed. */
+function mainFrameNavigations(page: Page): { last(): Request | undefined } {
+  let last: Request | undefined;
+  // The page's own navigation and the redirects it met, not a later navigation (refused anyway).
+  page.on('request', (request) => {
+    if (!request.isNavigationRequest() || (last !== undefined && request.redirectedFrom() !== last)) return;
+    if (last !== undefined || request.frame() === page.mainFrame()) last = request;
+  });
+  return { last: () => last };
+}
+
+/**
+ * Pure: where a chain of redirects (its URLs, the requested one first) stops under a plain
+ * request's rules: at the first hop it would not follow inline (`redirect`, the hop's index), or
+ * past `maxRedirects` (`too-many`); undefined when the whole chain is one a plain request follows.
+ */
+export function redirectStop(chain: readonly string[], followRedirect: (from: URL, to: URL) => boolean, maxRedirects: number): { kind: 'redirect'; hop: number } | { kind: 'too-many' } | undefined {
+  for (let hop = 0; hop + 1 < chain.length; hop++) {
+    if (!followRedirect(new URL(chain[hop]!), new URL(chain[hop + 1]!))) return { kind: 'redirect', hop };
+    if (hop + 1 > maxRedirects) return { kind: 'too-many' };
+  }
+  return undefined;
+}
+
+/**
+ * The answer a plain request would have given where the browser's chain of redirects leaves its
+ * rules (redirectStop): the 3xx of that hop, whose target the fetcher then takes as a new URL of the
+ * crawl (scope, robots.txt, its host's turn, limits.maxRedirects), as it does a plain redirect.
+ */
+async function redirectStopOf(last: Request | undefined, followRedirect: (from: URL, to: URL) => boolean, maxRedirects: number, started: number): Promise<FetchResult | undefined> {
+  const requests: Request[] = [];
+  for (let r: Request | null | undefined = last; r; r = r.redirectedFrom()) requests.unshift(r);
+  const stop = redirectStop(
+    requests.map((r) => r.url()),
+    followRedirect,
+    maxRedirects,
+  );
+  if (!stop) return undefined;
+  const url = requests[0]!.url();
+  if (stop.kind === 'too-many') throw new NonRetryableError('ERR_TOO_MANY_REDIRECTS', `more than ${maxRedirects} redirects (limits.maxRedirects) in the browser`, { url });
+  const from = requests[stop.hop]!;
+  const response = await from.response().catch(() => null);
+  return {
+    url: from.url(),
+    status: response?.status() ?? 302,
+    headers: { location: requests[stop.hop + 1]!.url() },
+    contentType: undefined,
+    body: Buffer.alloc(0),
+    elapsedMs: performance.now() - started,
+    redirects: stop.hop,
+  };
+}
+
+/** The page a request comes from; undefined when its frame is not known (a popup's first navigation, a service worker). */
+function pageOf(route: Route): Page | undefined {
+  try {
+    return route.request().frame().page();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A page's WebSockets count against its request budget as its other requests do: past it, a socket
+ * is closed before it connects; within it, it connects through the browser's proxy (the guard).
+ */
+function socketRouter(settings: RenderSettings, host: string, stats: RenderedPageStats): (socket: WebSocketRoute) => void {
+  return (socket) => {
+    if (stats.requests >= settings.maxRequestsPerPage) {
+      stats.overBudget++;
+      void socket.close({ code: 1008, reason: 'over the page request budget' });
+      return;
+    }
+    stats.requests++;
+    if (new URL(socket.url()).host === host) stats.hostRequests++;
+    socket.connectToServer();
+  };
+}
+
+/**
  * The page's wait after its load event, all of it within maxWaitMs; the DOM is taken as it is then:
  * - `waitFor.selector`: until it is in the DOM;
  * - else until the spider's rules would find their content (contentSelectors): a page's scripts
@@ -151,15 +324,53 @@ async function waitForContent(page: Page, waitFor: RenderSettings['waitFor'], co
   if (waitFor.networkIdle || (waitFor.selector === undefined && content.length === 0)) await page.waitForLoadState('networkidle', { timeout: left() }).catch(() => undefined);
 }
 
+/**
+ * The page's DOM after scripts, as UTF-8, refused inside the page when it is over the cap: a page can
+ * build a DOM of many millions of characters, and copying it here first would cost this process the
+ * memory and the time of the whole. A UTF-8 encoding is never shorter than the string's UTF-16
+ * length, so a DOM longer than `maxBytes` characters is over the cap; one just under it in
+ * characters and over it in bytes is refused after the copy (at most 3 times the cap).
+ */
+async function takeDom(page: Page, url: string, maxBytes: number, stats: RenderedPageStats): Promise<Buffer> {
+  const chars = await page.evaluate(() => {
+    const { document } = globalThis as unknown as BrowserWindow;
+    return document.documentElement ? document.documentElement.outerHTML.length : 0;
+  });
+  if (chars > maxBytes) throw tooLarge(url, maxBytes);
+  const html = await page.content();
+  stats.domChars = html.length;
+  return Buffer.from(html, 'utf8');
+}
+
+/** `step`, or ERR_TIMEOUT once `timeoutMs` has passed (the page's close, which follows, ends the step). */
+async function withinRenderTimeout<T>(step: Promise<T>, timeoutMs: number, url: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RetryableError('ERR_TIMEOUT', `the page did not give its content within ${timeoutMs} ms (render.timeoutMs): a script keeps it busy`, { url })), timeoutMs);
+  });
+  step.catch(() => undefined);
+  try {
+    return await Promise.race([step, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function tooLarge(url: string, maxBytes: number): NonRetryableError {
+  return new NonRetryableError('ERR_RESPONSE_TOO_LARGE', `rendered page larger than ${maxBytes} bytes (limits.maxResponseBytes)`, { url });
+}
+
 /** The little of a browser's window that a page function here reads (this package is built without the DOM's types). */
 interface BrowserWindow {
-  document: { querySelector(selector: string): unknown };
+  document: { querySelector(selector: string): unknown; documentElement: { outerHTML: string } | null };
 }
 
 /** A failed navigation as the fleet's errors: a timeout or a network error is retried. */
 function navigationError(err: unknown, url: string, timeoutMs: number): Error {
   const message = (err as Error).message ?? String(err);
   if ((err as Error).name === 'TimeoutError') return new RetryableError('ERR_TIMEOUT', `the page did not load within ${timeoutMs} ms (render.timeoutMs)`, { url });
+  // An attachment: a browser downloads it rather than render it, and it will every time.
+  if (/Download is starting/.test(message)) return new NonRetryableError('ERR_RENDER_DOWNLOAD', `${url} is a download (an attachment), which a browser does not render`, { url });
   const net = /net::(ERR_[A-Z_]+)/.exec(message);
   return new RetryableError(net ? `ERR_RENDER_${net[1]!.slice(4)}` : 'ERR_RENDER', message.split('\n')[0]!, { url }, { cause: err });
 }

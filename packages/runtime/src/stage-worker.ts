@@ -32,6 +32,7 @@ import {
   type FinishInput,
 } from '@crawlfleet/crawl';
 import { holdBackWaitMs, type CrawlBacklogs } from './backpressure.js';
+import { HandlerDeadlineError, withDeadline } from './deadline.js';
 import type { FleetContext } from './context.js';
 
 /** The next stage's job for a URL: made pending by the job's finish, then added to its queue. */
@@ -67,6 +68,8 @@ export interface StageHandlerInput<S extends Stage> {
   incarnation: string;
   /** a code spider's module (stages that run hooks only), the very version the crawl was seeded with */
   spiderModule?: LoadedSpiderModule;
+  /** aborted when the handler's deadline has passed: stop, and let go of what it holds */
+  signal: AbortSignal;
 }
 
 export type StageHandler<S extends Stage> = (input: StageHandlerInput<S>) => Promise<StageResult>;
@@ -83,6 +86,8 @@ export interface StageWorkerOptions<S extends Stage> {
   holdBack?: CrawlBacklogs;
   /** the BullMQ queue served, when not the stage's own: `render`, the fetch stage's jobs that a browser runs */
   queue?: 'render';
+  /** the hard deadline of one run of the handler for a crawl's job (ms), from its own timeouts; HANDLER_DEADLINE_MS when not given */
+  deadlineMs?: (crawl: CrawlRecord) => number;
 }
 
 /**
@@ -179,16 +184,25 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
         );
       }
       const spiderModule = options.runsHooks && crawl.module ? await ctx.spiderModules.get(crawl.module) : undefined;
-      const result = await handler({
-        job,
-        data,
-        crawl,
-        fingerprint,
-        isLastAttempt: job.attemptsMade + 1 >= attempts,
-        deferrals,
-        incarnation: `${data.crawlId}@${begun.startedAt}`,
-        ...(spiderModule ? { spiderModule } : {}),
-      });
+      // A handler that never returns would hold its slot for ever (BullMQ renews the lock): past its
+      // deadline it is told to stop and the job fails, to be retried or dead-lettered like any failure.
+      const deadlineMs = options.deadlineMs ? options.deadlineMs(crawl) : ctx.env.handlerDeadlineMs;
+      const result = await withDeadline(
+        deadlineMs,
+        (signal) =>
+          handler({
+            job,
+            data,
+            crawl,
+            fingerprint,
+            isLastAttempt: job.attemptsMade + 1 >= attempts,
+            deferrals,
+            incarnation: `${data.crawlId}@${begun.startedAt}`,
+            ...(spiderModule ? { spiderModule } : {}),
+            signal,
+          }),
+        () => new HandlerDeadlineError(stage, deadlineMs, data.url),
+      );
       if (result.reroute) {
         // The job goes on in the render queue, under the same id and still pending in this stage:
         // nothing is finished. Should this process die before BullMQ completes this one, its re-run

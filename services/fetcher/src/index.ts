@@ -7,7 +7,7 @@ import { parsePage } from '@crawlfleet/parser';
 import { BrowserPool, PageRenderer, needsRendering } from '@crawlfleet/render';
 import { RenderRouting } from './render-routing.js';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, proxyProbe, type ProxyEntry } from '@crawlfleet/politeness';
-import { DeferError, GiveUpError, CrawlBacklogs, createStageWorker, runningStage, watchBackpressure, writeHandOver, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { DeferError, GiveUpError, CrawlBacklogs, createStageWorker, fetchDeadlineMs, runningStage, watchBackpressure, writeHandOver, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
 export interface FetcherOptions {
   concurrency: number;
@@ -47,8 +47,9 @@ export function startRenderer(ctx: FleetContext, options: RendererOptions): Runn
     ...stage,
     async close() {
       await stage.close();
-      await renderer.close();
+      // The browsers first: the guard's tunnels (WebSockets, CONNECT) end with their connections.
       await pool.close();
+      await renderer.close();
     },
   };
 }
@@ -90,7 +91,8 @@ function startFetchStage(ctx: FleetContext, options: FetchStageOptions): Running
     concurrency: options.concurrency,
     holdBack: nextStage === 'write' ? new CrawlBacklogs(ctx.redis, ctx.keys, 'write', ctx.env.writeHighWater) : new CrawlBacklogs(ctx.redis, ctx.keys, 'parse', ctx.env.parseHighWater),
     runsHooks: true,
-    handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals, incarnation, spiderModule }) => {
+    deadlineMs: (crawl) => fetchDeadlineMs(crawl.spider, renderer !== undefined),
+    handler: async ({ job, data, crawl, fingerprint, isLastAttempt, deferrals, incarnation, spiderModule, signal }) => {
       await registered;
       const { spider } = crawl;
       const renderMode = renderModeFor(renderSettings(spider), data.url);
@@ -115,7 +117,7 @@ function startFetchStage(ctx: FleetContext, options: FetchStageOptions): Running
         crawlId: data.crawlId,
         ...(request ? { request } : {}),
         ...(crawl.sink.warc && !renderer ? { keepWire: true } : {}),
-        ...(renderer ? { load: renderer.loaderFor(spider, incarnation) } : {}),
+        ...(renderer ? { load: renderer.loaderFor(spider, incarnation), signal } : {}),
       });
       switch (outcome.kind) {
         case 'wait':
