@@ -70,13 +70,15 @@ export function startFuzzFleet({ env, logDir, counts, slotEnv, log }) {
       if (!stopping) spawnSlot(role, i);
       return { role, slot: i + 1, pid: child.pid };
     },
+    /** SIGTERM to every worker; one still there 15 s later is killed, and the log says so (what it leaves is its own). */
     async stop() {
       stopping = true;
+      const live = FUZZ_ROLES.flatMap((role) => slots[role].map((c, i) => ({ role, i, c }))).filter(({ c }) => c && c.exitCode === null && c.signalCode === null);
       await Promise.all(
-        Object.values(slots)
-          .flat()
-          .filter(Boolean)
-          .map((c) => stopGently(c, 15_000)),
+        live.map(async ({ role, i, c }) => {
+          const { signal } = await stopGently(c, 15_000);
+          if (signal === 'SIGKILL') log(`${role}-${i + 1} (pid ${c.pid}) did not stop within 15 s of SIGTERM: killed`);
+        }),
       );
     },
   };

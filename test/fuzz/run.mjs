@@ -369,7 +369,7 @@ async function endChecks({ ctx, watcher, keys, crawlId, expect, fleet, runTmp, w
     items: expect.state === 'done' ? expect.runItems : undefined,
     dead: expect.dead,
     exact: expect.exact && expect.state === 'done' && !expect.recrawled,
-    writtenIsSink: !expect.resetHappened,
+    writtenIsSink: !expect.resetHappened && !expect.recrawled,
     runs: expect.runs,
     replays: expect.replays,
     plainFetched: expect.plainFetched,

@@ -107,6 +107,12 @@ describe('the fuzz invariants', () => {
     };
     expect(found((s) => s.stored.push({ url: 'http://a.test/1', title: 'One' }))).toMatch(/stored more than once/);
     expect(found((s) => (s.counters.written = 1))).toMatch(/written 1, the sink holds 2/);
+    expect(
+      found((s) => {
+        s.collected = true;
+        s.counters.written = 1;
+      }),
+    ).toMatch(/the collected summary says written 1, the sink holds 2/);
     expect(found((s) => s.stored.pop())).toMatch(/1 items missing from the sink/);
     expect(found((s) => (s.finalState = 'running'))).toMatch(/ended running, expected done/);
     expect(found((s) => (s.queuedJobs = { 'fetch:delayed': 1 }))).toMatch(/1 jobs left in BullMQ fetch:delayed/);
