@@ -20,6 +20,8 @@ export interface GuardProxyOptions {
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 const MAX_CONNECT_MS = 10_000;
+/** how long an idle upstream connection is kept for reuse (Node's global agent keeps 5 s) */
+const IDLE_UPSTREAM_MS = 4_000;
 
 /**
  * An HTTP proxy on loopback that a browser sends all its traffic through: every request, the
@@ -53,7 +55,9 @@ export class GuardProxy {
   ) {
     this.lookup = options.resolve ? (policy.allowPrivate ? options.resolve : guardLookup(options.resolve, policy)) : makeLookup(overrides, policy);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    this.agent = new http.Agent({ keepAlive: true, timeout: this.timeoutMs });
+    // Idle upstream connections are dropped before a site's keep-alive timeout drops them (Node's
+    // servers: 5 s): a pooled connection the site closes just as it is reused is a reset, a 502.
+    this.agent = new http.Agent({ keepAlive: true, timeout: Math.min(IDLE_UPSTREAM_MS, this.timeoutMs) });
     this.server = http.createServer((req, res) => this.guarded(this.forward(req, res), () => failResponse(res, 502)));
     this.server.on('connect', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => this.guarded(this.tunnel(req, socket, head, false), () => socket.destroy()));
     // A WebSocket over plain ws:// comes as an upgrade of a proxied request: tunnelled the same way.
