@@ -4,7 +4,8 @@
 # real-pages test's reference decoder, Prometheus and Chromium for the observability test, kustomize
 # for the Kubernetes test, warcio, cdxj-indexer and pywb for the WARC test and the chaos suite, docker-compose for `config`, python3-doc for the chaos suite's site),
 # starts a private Redis on a free loopback port, builds, lints and checks formatting (`biome ci`),
-# type-checks, runs every jest project, then the chaos suite's short form (test/chaos), then the
+# type-checks, runs every jest project, then the chaos suite's short form (test/chaos), the lifecycle
+# fuzzer's short form (test/fuzz), then the
 # container test (scripts/test-containers.sh). Node 24 is installed first when the machine's is older.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,6 +39,14 @@ if [ $# -eq 0 ]; then
   node test/chaos/run.mjs --short || chaos_status=$?
   echo "chaos (short): exit $chaos_status after $((SECONDS - started)) s" >&2
 fi
+# Then the lifecycle fuzzer's short form (test/fuzz, docs/fuzzing.md: two seeded schedules of
+# operations, faults and features; about 4-5 minutes), also after a whole jest run only.
+fuzz_status=0
+if [ $# -eq 0 ]; then
+  started=$SECONDS
+  node test/fuzz/run.mjs --short || fuzz_status=$?
+  echo "fuzz (short): exit $fuzz_status after $((SECONDS - started)) s" >&2
+fi
 # Then docker-compose.yml in real containers (scripts/test-containers.sh: a Docker engine, Compose v5,
 # the image built; about 4-8 minutes), also after a whole jest run only.
 containers_status=0
@@ -46,4 +55,4 @@ if [ $# -eq 0 ] && [ "${CRAWLFLEET_SKIP_CONTAINERS:-0}" != 1 ]; then
   bash "$root/scripts/test-containers.sh" || containers_status=$?
   echo "containers: exit $containers_status after $((SECONDS - started)) s" >&2
 fi
-[ "$jest_status" -eq 0 ] && [ "$chaos_status" -eq 0 ] && [ "$containers_status" -eq 0 ]
+[ "$jest_status" -eq 0 ] && [ "$chaos_status" -eq 0 ] && [ "$fuzz_status" -eq 0 ] && [ "$containers_status" -eq 0 ]
