@@ -103,6 +103,19 @@ describe('a page cannot hang or escape the renderer', () => {
     expect(await settlesWithin(load(renderer, spider, `${site.url}/page`, stats), 90_000)).toMatchObject({ page: { status: 200 } });
   }, 200_000);
 
+  test('a page that sends the browser elsewhere (a script before its load, a meta refresh after it) answers a 302 to there: the fetcher takes it as a redirect, and the target is not requested by the page', async () => {
+    const spider = spiderFor(site, { render: { mode: 'always', timeoutMs: 20_000, waitFor: { maxWaitMs: 1000 } } });
+    const target = `${site.url}/page?landed=1`;
+    const jump = await settlesWithin(load(renderer, spider, `${site.url}/jump?to=${encodeURIComponent(target)}`, stats), 90_000);
+    expect(jump).toMatchObject({ page: { status: 302, headers: { location: target }, url: `${site.url}/jump?to=${encodeURIComponent(target)}` } });
+    const moved = `${site.url}/page?landed=2`;
+    const refresh = await settlesWithin(load(renderer, spider, `${site.url}/refresh-to?to=${encodeURIComponent(moved)}`, stats), 90_000);
+    expect(refresh).toMatchObject({ page: { status: 302, headers: { location: moved } } });
+    // The navigations were refused: the targets are the fetcher's to request, on their host's turn.
+    expect(site.count('/page?landed=1')).toBe(0);
+    expect(site.count('/page?landed=2')).toBe(0);
+  }, 200_000);
+
   test('a page that opens 20 popups: each is closed as it opens and reaches nothing; no page and no Chromium process of the job is left after it', async () => {
     const spider = spiderFor(site, { render: { mode: 'always', maxRequestsPerPage: 5, waitFor: { maxWaitMs: 2000, networkIdle: true } } });
     expect(await load(renderer, spider, `${site.url}/page`, stats)).toMatchObject({ page: { status: 200 } });

@@ -73,14 +73,15 @@ export class PageRenderer {
         const stats: RenderedPageStats = { requests: 0, hostRequests: 0, blocked: 0, overBudget: 0, domChars: 0, navigationsRefused: 0 };
         const host = new URL(url).host;
         await this.routeContext(page.context());
-        this.routers.set(page, pageRouter(settings, host, stats));
+        const departure = departureOf();
+        this.routers.set(page, pageRouter(settings, host, stats, departure.record));
         await page.routeWebSocket(/.*/, socketRouter(settings, host, stats));
         // Past the job's deadline the page is closed: whatever the render awaits then fails.
         const stop = () => void page.close({ runBeforeUnload: false }).catch(() => undefined);
         signal?.addEventListener('abort', stop, { once: true });
         const navigations = mainFrameNavigations(page);
         try {
-          const rendered = await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started, stats).catch(async (err: unknown) => {
+          const rendered = await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started, stats, departure).catch(async (err: unknown) => {
             // A load that failed on a hop a plain request would not have followed (another origin's
             // refusal, a guard's 403) is that hop's redirect, as a plain request would have met it.
             const stop = await redirectStopOf(navigations.last(), followRedirect, maxRedirects, started);
@@ -142,18 +143,40 @@ export class PageRenderer {
     this.proxies.clear();
   }
 
-  private async render(page: Page, url: string, settings: RenderSettings, content: string[][], maxBytes: number, started: number, stats: RenderedPageStats): Promise<FetchResult> {
+  private async render(
+    page: Page,
+    url: string,
+    settings: RenderSettings,
+    content: string[][],
+    maxBytes: number,
+    started: number,
+    stats: RenderedPageStats,
+    departure: Departure,
+  ): Promise<FetchResult> {
+    const deadline = Date.now() + settings.timeoutMs;
     let response: Response | null;
     try {
-      response = await page.goto(url, { waitUntil: 'load', timeout: settings.timeoutMs });
+      // Committed, not loaded: a page that sends the browser elsewhere before its load (a script's
+      // `location.replace`) has its navigation refused, and a load that waited for it would never end.
+      response = await page.goto(url, { waitUntil: 'commit', timeout: settings.timeoutMs });
     } catch (err) {
       throw navigationError(err, url, settings.timeoutMs);
     }
     if (!response) throw new RetryableError('ERR_RENDER', `the browser got no response for ${url}`, { url });
+    const loaded = page.waitForLoadState('load', { timeout: Math.max(1, deadline - Date.now()) });
+    loaded.catch(() => undefined); // a page that departs first leaves this wait to time out unread
+    try {
+      await Promise.race([loaded, departure.away]);
+    } catch (err) {
+      throw navigationError(err, url, settings.timeoutMs);
+    }
     const contentType = (await response.headerValue('content-type')) ?? undefined;
     // A document the browser builds (HTML, XHTML) is taken as its DOM after scripts; anything else as sent.
     const isDocument = contentType === undefined || /html|xml/i.test(contentType);
-    if (isDocument) await waitForContent(page, settings.waitFor, content);
+    if (isDocument && departure.target() === undefined) await Promise.race([waitForContent(page, settings.waitFor, content), departure.away]);
+    // The page sent the browser to another URL before its content was taken: that is its redirect.
+    const target = departure.target();
+    if (target !== undefined) return clientRedirect(response, target, started);
     // A script may keep the page busy for ever: taking its DOM (or its body) has the load's timeout too.
     const body = await withinRenderTimeout(isDocument ? takeDom(page, url, maxBytes, stats) : response.body(), settings.timeoutMs, url);
     if (body.length > maxBytes) throw tooLarge(url, maxBytes);
@@ -193,7 +216,7 @@ export class PageRenderer {
  * its URL answered, and a page that reloads itself for ever cannot keep the browser busy (nor
  * hold its close, which waits for a navigation under way).
  */
-function pageRouter(settings: RenderSettings, host: string, stats: RenderedPageStats): (route: Route) => Promise<void> {
+function pageRouter(settings: RenderSettings, host: string, stats: RenderedPageStats, onDeparture: (request: Request) => void): (route: Route) => Promise<void> {
   let navigated = false;
   return (route) => {
     const request = route.request();
@@ -203,6 +226,7 @@ function pageRouter(settings: RenderSettings, host: string, stats: RenderedPageS
         return route.continue();
       }
       stats.navigationsRefused++;
+      onDeparture(request);
       // A 204 ends a navigation with the page left as it is (an aborted one shows an error page).
       return route.fulfill({ status: 204 });
     }
@@ -221,6 +245,52 @@ function pageRouter(settings: RenderSettings, host: string, stats: RenderedPageS
 }
 
 const sameOrigin = (from: URL, to: URL) => from.origin === to.origin;
+
+/**
+ * Where a page sent the browser after its own navigation (a script's `location`, a meta refresh to
+ * another URL): the first such URL other than the page's own (a refresh of itself is no departure),
+ * and a promise that settles when it is known. Its navigation is refused (pageRouter); the page's
+ * answer is then a redirect to it (clientRedirect), which the fetcher follows as a plain redirect:
+ * a new URL of the crawl under its scope, robots.txt, its host's turn and limits.maxRedirects.
+ */
+interface Departure {
+  record: (request: Request) => void;
+  target: () => string | undefined;
+  away: Promise<void>;
+}
+
+function departureOf(): Departure {
+  let target: string | undefined;
+  let arrive: () => void = () => undefined;
+  const away = new Promise<void>((resolve) => {
+    arrive = resolve;
+  });
+  return {
+    record: (request) => {
+      if (target !== undefined) return;
+      const to = withoutFragment(request.url());
+      const from = withoutFragment(request.frame().url());
+      if (to === from || !to.startsWith('http')) return;
+      target = to;
+      arrive();
+    },
+    target: () => target,
+    away,
+  };
+}
+
+const withoutFragment = (url: string) => url.replace(/#.*$/, '');
+
+/** Pure: a client-side redirect as the answer a plain request would see (a 302 to its target). */
+export function clientRedirectResult(url: string, target: string, redirects: number, elapsedMs: number): FetchResult {
+  return { url, status: 302, headers: { location: target }, contentType: undefined, body: Buffer.alloc(0), elapsedMs, redirects };
+}
+
+function clientRedirect(response: Response, target: string, started: number): FetchResult {
+  let redirects = 0;
+  for (let r = response.request().redirectedFrom(); r; r = r.redirectedFrom()) redirects++;
+  return clientRedirectResult(response.url(), target, redirects, performance.now() - started);
+}
 
 /** The page's main-frame navigation requests as they come: the last one ends the chain of redirects the browser followed. */
 function mainFrameNavigations(page: Page): { last(): Request | undefined } {
