@@ -1,6 +1,9 @@
 import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { type Logger, createLogger, validateSpider } from '@crawlfleet/core';
-import { BrowserPool, PageRenderer, type RenderLoadOptions, type RenderedPageStats } from '@crawlfleet/render';
+import { BrowserPool, PageRenderer, type RenderLoadOptions, type RenderedPageStats, scratchBase } from '@crawlfleet/render';
 import { startHostileSite } from '../fixtures/hostile-pages.mjs';
 import { waitFor } from '../helpers/cli.js';
 
@@ -168,4 +171,20 @@ describe('a page cannot hang or escape the renderer', () => {
     expect(download).toMatchObject({ code: 'ERR_RENDER_DOWNLOAD' });
     expect(download.code !== undefined && (download as { message: string }).message).toContain('is a download');
   }, 60_000);
+
+  test("a TMPDIR too deep for Chromium's socket paths: the renderer's directory goes under /tmp, and pages render", async () => {
+    const deep = join(mkdtempSync(join(tmpdir(), 'cf-deep-')), 'a-directory-name-long-enough-to-push-chromium-socket-path-past-its-limit');
+    mkdirSync(deep);
+    expect(scratchBase(deep)).toBe('/tmp');
+    const deepPool = new BrowserPool({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', retireAfterPages: 1000, log, tmpDir: deep });
+    const deepRenderer = new PageRenderer(deepPool, new Map(), log, (s) => stats.push(s));
+    try {
+      // Before: Chromium aborted at start ("Socket path too long"), and every page failed.
+      expect(await load(deepRenderer, spiderFor(site), `${site.url}/page`, stats)).toMatchObject({ page: { status: 200 } });
+    } finally {
+      await deepPool.close();
+      await deepRenderer.close();
+      rmSync(dirname(deep), { recursive: true, force: true });
+    }
+  }, 120_000);
 });

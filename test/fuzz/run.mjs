@@ -16,7 +16,7 @@
 // With --minutes N and --seed, the seeds run first, then new ones until the time is up.
 //
 // Exit 0 when every schedule held every invariant, 1 when one did not, 2 for a bad setup.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -70,8 +70,12 @@ async function runSchedule(schedule, ctx) {
     tag(`VIOLATION at ${current}: ${what}`);
   };
   const dir = join(ctx.runDir, `seed-${seed}`);
-  const runTmp = join(dir, 'tmp');
-  mkdirSync(runTmp, { recursive: true });
+  mkdirSync(dir, { recursive: true });
+  // The workers' TMPDIR, short: a renderer puts its Chromium directory under TMPDIR only while
+  // Chromium's socket paths fit there (else under /tmp, where the checks below would not look). A
+  // link in the seed's directory points to it, so a kept run directory shows what was left.
+  const runTmp = mkdtempSync(join(tmpdir(), 'cf-t-'));
+  symlinkSync(runTmp, join(dir, 'tmp'));
   const port = await freePort();
   const model = siteModel(config, port);
   const site = await serveModel(model, config, port);
@@ -356,6 +360,7 @@ async function endChecks({ ctx, watcher, keys, crawlId, expect, fleet, runTmp, w
   await sleep(2000);
   const chromiumLeft = chromiumProcessesUnder(runTmp);
   const tempLeft = tempLeftIn(runTmp);
+  if (tempLeft.length === 0) rmSync(runTmp, { recursive: true, force: true });
   const client = await MongoClient.connect(env.MONGO_URL, { serverSelectionTimeoutMS: 60_000 });
   const stored = await client
     .db()

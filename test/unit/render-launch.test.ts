@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PROFILE_ENV, chromiumEnvironment, isAbandoned, isSandboxFailure, launcherScript, sandboxPlan, shellQuote } from '@crawlfleet/render';
+import { MAX_SOCKET_PATH, PROFILE_ENV, chromiumEnvironment, scratchBase, isAbandoned, isSandboxFailure, launcherScript, sandboxPlan, shellQuote } from '@crawlfleet/render';
 
 // The pure parts of how a renderer launches Chromium (issue 28, items 14, 18 and 19).
 
@@ -101,5 +101,17 @@ describe("Chromium's environment and sandbox", () => {
     expect(isSandboxFailure('[FATAL:zygote_host_impl_linux.cc(127)] No usable sandbox! ...')).toBe(true);
     expect(isSandboxFailure('Running as root without --no-sandbox is not supported. See https://crbug.com/638180.')).toBe(true);
     expect(isSandboxFailure('Failed to launch the browser process: spawn /usr/bin/chromium ENOENT')).toBe(false);
+  });
+});
+
+describe("where a renderer's directory goes", () => {
+  test("under TMPDIR while Chromium's socket path fits there, else under /tmp", () => {
+    expect(scratchBase('/tmp')).toBe('/tmp');
+    expect(scratchBase('/var/tmp/renderer')).toBe('/var/tmp/renderer');
+    // <base>/crawlfleet-render-XXXXXX/tmp/org.chromium.Chromium.XXXXXX/SingletonSocket is 74 bytes past the base
+    const fits = `/${'d'.repeat(MAX_SOCKET_PATH - 74 - 1)}`;
+    expect(scratchBase(fits)).toBe(fits);
+    expect(scratchBase(`${fits}x`)).toBe('/tmp');
+    expect(scratchBase('/tmp/crawlfleet-fuzz-TJIhPk/seed-309/tmp')).toBe('/tmp');
   });
 });

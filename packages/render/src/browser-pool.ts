@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { errorMessage, type Logger } from '@crawlfleet/core';
 import type { Browser, BrowserContext, BrowserContextOptions, BrowserType, Page } from 'playwright-core';
 import { SANDBOX_NEEDS, chromiumEnvironment, isSandboxFailure, sandboxPlan, type SandboxPlan, type SandboxSetting } from './chromium-launch.js';
-import { ChromiumScratch, PROFILE_ENV, sweepAbandoned, type BrowserDirs } from './chromium-scratch.js';
+import { ChromiumScratch, PROFILE_ENV, scratchBase, sweepAbandoned, type BrowserDirs } from './chromium-scratch.js';
 
 export interface BrowserPoolOptions {
   /** Chromium's executable (CHROMIUM_PATH; Debian's /usr/bin/chromium by default) */
@@ -254,7 +254,9 @@ export class BrowserPool {
   }
 
   /** Makes this pool's directory, then removes those of renderers that died without removing theirs. */
-  private async openScratch(base: string): Promise<ChromiumScratch> {
+  private async openScratch(tmp: string): Promise<ChromiumScratch> {
+    const base = scratchBase(tmp);
+    if (base !== tmp) this.options.log.warn({ tmpDir: tmp, base }, "TMPDIR is too long for Chromium's socket paths: the renderer's Chromium directory goes under /tmp");
     const scratch = await ChromiumScratch.create(base, this.options.executablePath);
     const removed = await sweepAbandoned(base, scratch.dir).catch((error: unknown) => {
       this.options.log.warn({ err: error, base }, "could not remove dead renderers' Chromium directories");

@@ -77,6 +77,24 @@ export class ChromiumScratch {
   }
 }
 
+/**
+ * The longest path of a Unix socket (sun_path is 108 bytes on Linux, its NUL included). Chromium binds
+ * its SingletonSocket at `<TMPDIR>/org.chromium.Chromium.XXXXXX/SingletonSocket`, and aborts at start
+ * ("Socket path too long") when that is longer.
+ */
+export const MAX_SOCKET_PATH = 107;
+const CHROMIUM_SOCKET_TAIL = '/org.chromium.Chromium.XXXXXX/SingletonSocket';
+
+/**
+ * Pure: where the renderer's directory goes: under `preferred` (TMPDIR) when Chromium's socket fits
+ * there, else under `fallback` (/tmp): a TMPDIR deep in a build or test tree would otherwise stop
+ * every browser from starting.
+ */
+export function scratchBase(preferred: string, fallback = '/tmp'): string {
+  const longest = (base: string) => Buffer.byteLength(join(base, `${SCRATCH_PREFIX}XXXXXX`, 'tmp')) + CHROMIUM_SOCKET_TAIL.length;
+  return longest(preferred) <= MAX_SOCKET_PATH ? preferred : fallback;
+}
+
 /** A server on `path` that answers a connection by closing it: only its existence says something. */
 async function listenAsOwner(path: string): Promise<Server> {
   const server = createServer((socket) => socket.destroy());
