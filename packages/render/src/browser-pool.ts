@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { errorMessage, type Logger } from '@crawlfleet/core';
 import type { Browser, BrowserContext, BrowserContextOptions, BrowserType, Page } from 'playwright-core';
 import { SANDBOX_NEEDS, chromiumEnvironment, isSandboxFailure, sandboxPlan, type SandboxPlan, type SandboxSetting } from './chromium-launch.js';
-import { ChromiumScratch, PROFILE_ENV, scratchBase, sweepAbandoned, type BrowserDirs } from './chromium-scratch.js';
+import { ChromiumScratch, PROFILE_ENV, RM_WHILE_CHROMIUM_ENDS, scratchBase, sweepAbandoned, type BrowserDirs } from './chromium-scratch.js';
 
 export interface BrowserPoolOptions {
   /** Chromium's executable (CHROMIUM_PATH; Debian's /usr/bin/chromium by default) */
@@ -282,5 +282,5 @@ export class BrowserPool {
 
 /** Removes one browser's profile and artifacts once it has closed (or failed to start). */
 async function removeBrowserDirs(dirs: BrowserDirs): Promise<void> {
-  await rm(dirs.root, { recursive: true, force: true }).catch(() => undefined);
+  await rm(dirs.root, RM_WHILE_CHROMIUM_ENDS).catch(() => undefined);
 }

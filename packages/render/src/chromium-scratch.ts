@@ -12,6 +12,13 @@ export const PROFILE_ENV = 'CRAWLFLEET_CHROMIUM_PROFILE';
 /** A directory without an owner socket this old is a start that died before it listened. */
 export const OWNERLESS_GRACE_MS = 60_000;
 
+/**
+ * Removal of a browser's files as it ends: Chromium's helper processes may still write into its
+ * profile for a moment after the browser has closed (rmdir then meets ENOTEMPTY), so Node's rm
+ * retries those errors a few times, a little longer each time (about 5 s in all).
+ */
+export const RM_WHILE_CHROMIUM_ENDS = { recursive: true, force: true, maxRetries: 10, retryDelay: 100 } as const;
+
 /** Where one browser's files go, all inside its renderer's directory. */
 export interface BrowserDirs {
   /** removed when the browser closes */
@@ -73,7 +80,7 @@ export class ChromiumScratch {
   /** Stops listening and removes the directory and everything in it. */
   async remove(): Promise<void> {
     await new Promise<void>((resolve) => this.owner.close(() => resolve()));
-    await rm(this.dir, { recursive: true, force: true });
+    await rm(this.dir, RM_WHILE_CHROMIUM_ENDS);
   }
 }
 
