@@ -187,7 +187,12 @@ describe('pages that need a browser (render)', () => {
   test("jobs waiting in the render queue are the fetch stage's: the reconciler leaves them alone while no renderer runs, and a renderer started later finishes the crawl, each page once", async () => {
     const site = await startScriptSite({ products: 10, perPage: 10 });
     const dir = tempDir('render-wait');
-    const env = envFor('render-wait', { RECONCILE_INTERVAL_MS: '300', RECONCILE_GRACE_MS: '500' });
+    // BullMQ's job lock at its default (30 s), not testEnv's 5 s (which the kill tests need): this
+    // test counts each page's visits, and on a loaded machine the renderer's event loop stalls for
+    // seconds while Chromium starts (1 to 3.5 s measured), its first job's 5 s lock lapses ("could
+    // not renew lock"), and the stalled-job check hands that job out again while its first run
+    // goes on: two renders of the list page, 30 to 100 ms apart (at least once, as designed).
+    const env = envFor('render-wait', { RECONCILE_INTERVAL_MS: '300', RECONCILE_GRACE_MS: '500', LOCK_DURATION_MS: '30000' });
     const workers: ReturnType<typeof spawnCli>[] = [];
     try {
       const spider = writeJson(dir, 'shop.json', { ...scriptSiteSpider(site.url, 'always'), startUrls: [`${site.url}/app/list/1.html`] });
