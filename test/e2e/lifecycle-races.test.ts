@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Keys, closeQueues, createQueues, jobId, loadEnv, urlFingerprint, validateSpider, type Queues } from '@crawlfleet/core';
 import {
   admitAndEnqueue,
+  allPartKeys,
   beginJob,
   cancelCrawl,
   crawlTake,
@@ -157,6 +158,48 @@ describe('races of a crawl life, on a real Redis', () => {
       // The new URL is pending: the crawl runs until it is fetched.
       expect(await getCrawlState(redis, keys, 'reseed-race')).toBe('running');
       expect(await redis.scard(keys.part('reseed-race', 0, 1).pending.fetch)).toBe(1);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test("a done check's late writes to the partitions cannot end a re-seed that registered after its done mark", async () => {
+    const { layout } = await registerCrawl(redis, keys, 'late-done', spider, SINK, undefined, 4);
+    const ctx = await createFleetContext({ env: loadEnv(testEnv(prefix)), name: 'late-done-test' });
+    try {
+      // The crawl's first run ends: a done check (the reconciler's round, a finish) marks its record
+      // done; its writes of `done` to the partitions land only after a re-seed registered the crawl
+      // (running again) and copied `running` into them.
+      let registered!: () => void;
+      const reseedRegistered = new Promise<void>((resolve) => {
+        registered = resolve;
+      });
+      let markedDone!: () => void;
+      const recordDone = new Promise<void>((resolve) => {
+        markedDone = resolve;
+      });
+      const settling = settleCrawl(redis, keys, layout, {
+        afterMarkDone: async () => {
+          markedDone();
+          await reseedRegistered;
+        },
+      });
+      await recordDone;
+      expect(await getCrawlState(redis, keys, 'late-done')).toBe('done');
+      const seeded = await seedCrawl(ctx, {
+        spider,
+        crawlId: 'late-done',
+        sink: () => SINK,
+        urls: ['http://h.test/new', 'http://g.test/new2'],
+        afterRegister: async () => {
+          registered();
+          expect(await settling).toBe(true);
+        },
+      }).catch((err: Error) => err);
+      expect(seeded).toMatchObject({ created: false, admitted: 2 });
+      // The record and every partition's copy agree: the crawl runs until the new URLs are fetched.
+      expect(await getCrawlState(redis, keys, 'late-done')).toBe('running');
+      expect(await Promise.all(allPartKeys(keys, layout).map((k) => redis.hget(k.part, 'state')))).toEqual(['running', 'running', 'running', 'running']);
     } finally {
       await ctx.close();
     }
