@@ -5,19 +5,24 @@ import { join } from 'node:path';
 import { Keys, closeQueues, createQueues, jobId, loadEnv, urlFingerprint, validateSpider, type Queues } from '@crawlfleet/core';
 import {
   admitAndEnqueue,
+  allPartKeys,
   beginJob,
   cancelCrawl,
   crawlTake,
+  delayJob,
   finishJob,
   finishJobTaking,
   forgetPartitions,
   getStatus,
   getCrawlState,
+  PAUSED_PARK_MS,
   parkForPause,
   pauseCrawl,
+  promoteStranded,
   registerCrawl,
   resumeCrawl,
   settleCrawl,
+  strandedDelayBound,
   type CrawlLayout,
 } from '@crawlfleet/crawl';
 import { createFleetContext } from '@crawlfleet/runtime';
@@ -82,13 +87,23 @@ describe('races of a crawl life, on a real Redis', () => {
   /** A worker's take of the next fetch job, by hand: the job is active, locked by `token`. */
   const takeFetchJob = async (token: string) => {
     const worker = new Worker(queues.fetch.name, undefined, { connection: bull, prefix: keys.queuePrefix('fetch'), autorun: false });
+    let id: string | undefined;
     try {
-      const job = await worker.getNextJob(token, { block: false });
-      if (!job) throw new Error('no fetch job to take');
-      return job;
+      id = (await worker.getNextJob(token, { block: false }))?.id;
     } finally {
       await worker.close();
     }
+    // The job as the queue reads it: the taking worker's connections are closed now.
+    const job = id ? await queues.fetch.getJob(id) : undefined;
+    if (!job) throw new Error('no fetch job to take');
+    return job;
+  };
+
+  /** A taken job waits `ms` in BullMQ's delayed set, recorded delayed in the crawl (as a worker's deferral does it). */
+  const delayTakenJob = async (layout: CrawlLayout, job: Awaited<ReturnType<typeof takeFetchJob>>, token: string, ms: number) => {
+    await beginJob(redis, keys, layout, 'fetch', job.id!, job.data.url);
+    await delayJob(redis, keys, layout, 'fetch', job.id!, job.data.url, 'deferred');
+    await job.moveToDelayed(Date.now() + ms, token);
   };
 
   test('item 2: a resume that lands between the parking of a paused job and its move to the delayed set leaves no job parked for 24 h', async () => {
@@ -119,6 +134,40 @@ describe('races of a crawl life, on a real Redis', () => {
     expect(await redis.scard(keys.part('pause-plain', 0, 1).delayed.fetch)).toBe(1);
     expect(await redis.scard(keys.part('pause-plain', 0, 1).parked.fetch)).toBe(1);
     await job.remove();
+  });
+
+  test('a park for a pause whose record fails after the move to the delayed set leaves the job waiting, not delayed a day', async () => {
+    const layout = await crawlWith('park-fails', ['http://h.test/a']);
+    expect(await pauseCrawl(redis, keys, 'park-fails')).toBe('paused');
+    const token = randomUUID();
+    const job = await takeFetchJob(token);
+    expect((await beginJob(redis, keys, layout, 'fetch', job.id!, job.data.url)).state).toBe('paused');
+    // The partition's parked set is unusable (a key of the wrong type): delayJob fails after the move.
+    const k = keys.part('park-fails', 0, 1);
+    await redis.set(k.parked.fetch, 'not a set');
+    const parked = await parkForPause(redis, keys, layout, 'fetch', job, token, job.data.url).catch((err: Error) => err);
+    expect(parked).toBeInstanceOf(Error);
+    expect(String(parked)).toMatch(/WRONGTYPE/);
+    // It waits for a worker (which parks it again, or runs it after a resume), not for a day.
+    expect(await job.getState()).toBe('waiting');
+    await redis.del(k.parked.fetch);
+    await job.remove();
+  });
+
+  test("the reconciler's backstop promotes a running crawl's job delayed for a day, and leaves a job's legitimate wait alone", async () => {
+    const layout = await crawlWith('stranded', ['http://h.test/a', 'http://g.test/b']);
+    const [first, second] = [await takeFetchJob('t1'), await takeFetchJob('t2')];
+    // One job stranded by a park that failed half-way (moved for a day, the crawl running); one
+    // waiting 5 minutes for a Retry-After.
+    await delayTakenJob(layout, first, 't1', PAUSED_PARK_MS);
+    await delayTakenJob(layout, second, 't2', 5 * 60_000);
+    expect([await first.getState(), await second.getState()]).toEqual(['delayed', 'delayed']);
+    const [seconds] = await redis.time();
+    const promoted = await promoteStranded(redis, keys, queues, layout, strandedDelayBound(spider), Number(seconds) * 1000);
+    expect(promoted).toBe(1);
+    expect([await first.getState(), await second.getState()]).toEqual(['waiting', 'delayed']);
+    await first.remove();
+    await second.remove();
   });
 
   test('item 3: an old run that admits a link while reset (or gc) unlinks its partition leaves nothing behind for the next run', async () => {
@@ -157,6 +206,48 @@ describe('races of a crawl life, on a real Redis', () => {
       // The new URL is pending: the crawl runs until it is fetched.
       expect(await getCrawlState(redis, keys, 'reseed-race')).toBe('running');
       expect(await redis.scard(keys.part('reseed-race', 0, 1).pending.fetch)).toBe(1);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test("a done check's late writes to the partitions cannot end a re-seed that registered after its done mark", async () => {
+    const { layout } = await registerCrawl(redis, keys, 'late-done', spider, SINK, undefined, 4);
+    const ctx = await createFleetContext({ env: loadEnv(testEnv(prefix)), name: 'late-done-test' });
+    try {
+      // The crawl's first run ends: a done check (the reconciler's round, a finish) marks its record
+      // done; its writes of `done` to the partitions land only after a re-seed registered the crawl
+      // (running again) and copied `running` into them.
+      let registered!: () => void;
+      const reseedRegistered = new Promise<void>((resolve) => {
+        registered = resolve;
+      });
+      let markedDone!: () => void;
+      const recordDone = new Promise<void>((resolve) => {
+        markedDone = resolve;
+      });
+      const settling = settleCrawl(redis, keys, layout, {
+        afterMarkDone: async () => {
+          markedDone();
+          await reseedRegistered;
+        },
+      });
+      await recordDone;
+      expect(await getCrawlState(redis, keys, 'late-done')).toBe('done');
+      const seeded = await seedCrawl(ctx, {
+        spider,
+        crawlId: 'late-done',
+        sink: () => SINK,
+        urls: ['http://h.test/new', 'http://g.test/new2'],
+        afterRegister: async () => {
+          registered();
+          expect(await settling).toBe(true);
+        },
+      }).catch((err: Error) => err);
+      expect(seeded).toMatchObject({ created: false, admitted: 2 });
+      // The record and every partition's copy agree: the crawl runs until the new URLs are fetched.
+      expect(await getCrawlState(redis, keys, 'late-done')).toBe('running');
+      expect(await Promise.all(allPartKeys(keys, layout).map((k) => redis.hget(k.part, 'state')))).toEqual(['running', 'running', 'running', 'running']);
     } finally {
       await ctx.close();
     }

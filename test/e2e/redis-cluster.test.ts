@@ -268,8 +268,15 @@ describe('Redis Cluster: a command that waits rides out a failover (#28, item 9)
       cluster.kill(master);
       const live = cluster.ports.find((p: number) => p !== master && p !== replica)!;
       await waitFor(async () => (await redisCli(live, 'CLUSTER', 'INFO')).includes('cluster_state:fail'), 60_000, 'the cluster to see its master fail');
-      const waited = runCli(['wait', '--crawl-id', 'waited', '--timeout', '500'], { env, timeoutMs: 520_000 });
-      await new Promise((r) => setTimeout(r, 10_000));
+      // Its debug log says when it meets the outage: a read that failed and is tried again
+      // (waitForEnd's onReadError), or a first connection tried again (connectRedisAtStartup).
+      const waiting = spawnCli(['wait', '--crawl-id', 'waited', '--timeout', '500'], { env: { ...env, LOG_LEVEL: 'debug' } });
+      const killer = setTimeout(() => waiting.kill('SIGKILL'), 520_000);
+      let log = '';
+      waiting.stderr!.on('data', (d: Buffer) => (log += d.toString()));
+      const waited = waiting.result.finally(() => clearTimeout(killer));
+      // The takeover only once `wait` is seen riding out the outage, not after a guess at how long it takes to start.
+      await waitFor(() => /Redis did not answer; trying again|redis not reachable yet, retrying/.test(log), 120_000, '`wait` to meet the outage and try again');
       await redisCli(replica, 'CLUSTER', 'FAILOVER', 'TAKEOVER');
       await cluster.waitForFailover(master);
       // The crawl ends once its replica serves it: the last finish marks it done.

@@ -10,15 +10,16 @@
 
   The lease runs on Redis's clock, the one every process of the fleet shares: a seeder on a
   machine whose clock is behind the reconciler's must not look dead. Called again to renew.
-  Returns the crawl's state after it.
+  Returns {the crawl's state after it, its gen}: a replay stamps the partitions' copies of the state
+  with gen (markPartDone-1.lua).
 ]]
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[2], ARGV[1], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2]))
-redis.call('HINCRBY', KEYS[1], 'gen', 1)
+local gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
 local state = redis.call('HGET', KEYS[1], 'state')
 if ARGV[3] == '1' and (state == 'done' or state == 'failed') then
   redis.call('HSET', KEYS[1], 'state', 'running')
   redis.call('HDEL', KEYS[1], 'finishedAt')
   state = 'running'
 end
-return state or ''
+return {state or '', gen}

@@ -15,7 +15,8 @@
   A new crawl starts `running`. An existing one keeps its frontier, counters and partitions; it takes
   the new spider and sink, and returns to `running` unless it is paused. A crawl registered before
   partitions (no `parts`) is not touched.
-  Returns {created (1 or 0, or -1 for a crawl of an older layout), parts, state, version, startedAt}.
+  Returns {created (1 or 0, or -1 for a crawl of an older layout), parts, state, version, startedAt,
+  gen}: the caller stamps its copies of the state in the partitions with gen (markPartDone-1.lua).
 ]]
 local meta = KEYS[1]
 local function openInjection()
@@ -28,7 +29,7 @@ if redis.call('EXISTS', meta) == 0 then
     'startedAt', ARGV[4], 'spiderName', ARGV[5], 'parts', ARGV[7], 'gen', 1)
   if ARGV[6] ~= '' then redis.call('HSET', meta, 'module', ARGV[6]) end
   openInjection()
-  return {1, tonumber(ARGV[7]), 'running', ARGV[2], ARGV[4]}
+  return {1, tonumber(ARGV[7]), 'running', ARGV[2], ARGV[4], 1}
 end
 local parts = tonumber(redis.call('HGET', meta, 'parts'))
 if not parts then return {-1, 0, redis.call('HGET', meta, 'state') or '', '', ''} end
@@ -40,5 +41,5 @@ if redis.call('HGET', meta, 'state') ~= 'paused' then
 end
 redis.call('HINCRBY', meta, 'gen', 1)
 openInjection()
-local m = redis.call('HMGET', meta, 'state', 'startedAt')
-return {0, parts, m[1], ARGV[2], m[2]}
+local m = redis.call('HMGET', meta, 'state', 'startedAt', 'gen')
+return {0, parts, m[1], ARGV[2], m[2], tonumber(m[3])}

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
  * `verbNoun-v.lua` for a script that takes a variable number of keys) and
  * registers them on a connection under a versioned name, so two fleet versions can share one Redis.
  */
-export const SCRIPT_VERSION = 7;
+export const SCRIPT_VERSION = 8;
 const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
 
 const SCRIPT_FILES = {
@@ -16,6 +16,7 @@ const SCRIPT_FILES = {
   beginInjection: 'beginInjection-2.lua',
   endInjection: 'endInjection-2.lua',
   markDone: 'markDone-2.lua',
+  markPartDone: 'markPartDone-1.lua',
   noteInvalid: 'noteInvalid-1.lua',
   collectCrawl: 'collectCrawl-2.lua',
   admitUrls: 'admitUrls-7.lua',

@@ -1,5 +1,6 @@
 import { STAGES, runScript, type Keys, type PartKeys, type RedisClient } from '@crawlfleet/core';
 import { allPartKeys, type CrawlLayout } from './layout.js';
+import { copyStateToPartitions } from './registry.js';
 
 /**
  * When is a crawl done? When none of its jobs is pending in any stage and no URL waits in any host
@@ -24,7 +25,7 @@ import { allPartKeys, type CrawlLayout } from './layout.js';
  * It runs when a finish left its partition idle, and after seeding, a replay, a resume and the
  * reconciler's repairs; its cost (two reads of each partition) is paid only then.
  */
-export async function settleCrawl(redis: RedisClient, keys: Keys, layout: CrawlLayout): Promise<boolean> {
+export async function settleCrawl(redis: RedisClient, keys: Keys, layout: CrawlLayout, hooks?: SettleHooks): Promise<boolean> {
   const meta = keys.crawl(layout.crawlId);
   const [state, gen] = await redis.hmget(meta.meta, 'state', 'gen');
   if (state !== 'running') return false;
@@ -34,14 +35,18 @@ export async function settleCrawl(redis: RedisClient, keys: Keys, layout: CrawlL
   const second = await collect(redis, parts);
   if (!second.every((p, i) => p.idle && p.epoch === first[i]!.epoch)) return false;
   if ((await runScript<number>(redis, 'markDone', [meta.meta, meta.seeding], [gen ?? '0', new Date().toISOString()])) !== 1) return false;
+  await hooks?.afterMarkDone?.();
   // The partitions' copies say done too: a job that begins after it is dropped, and a late
-  // admission is refused (docs/architecture.md, "Work that arrives after done").
-  await setPartitionsState(redis, parts, 'done');
+  // admission is refused (docs/architecture.md, "Work that arrives after done"). Each only if no run
+  // began since (a re-seed, a replay): those raise gen and stamp the copies they write with it.
+  await Promise.all(parts.map((k) => runScript<number>(redis, 'markPartDone', [k.part], [gen ?? '0'])));
   return true;
 }
 
-async function setPartitionsState(redis: RedisClient, parts: PartKeys[], state: string): Promise<void> {
-  await Promise.all(parts.map((k) => redis.hset(k.part, 'state', state)));
+/** Test hooks of settleCrawl. */
+export interface SettleHooks {
+  /** Runs after the crawl's record is marked done, before its partitions' copies are: where a re-seed may land. */
+  afterMarkDone?: () => Promise<void>;
 }
 
 /**
@@ -89,9 +94,10 @@ export const INJECTION_LEASE_MS = 60_000;
 export async function whileInjecting<T>(redis: RedisClient, keys: Keys, layout: CrawlLayout, id: string, work: () => Promise<T>, reopen = false, opened = false): Promise<T> {
   const k = keys.crawl(layout.crawlId);
   if (!opened) {
-    const state = await runScript<string>(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, reopen ? '1' : '']);
-    // A crawl run again: its partitions' copies of the state say so, where jobs and admissions read it.
-    if (reopen && state === 'running') await setPartitionsState(redis, allPartKeys(keys, layout), 'running');
+    const [state, gen] = await runScript<[string, number]>(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, reopen ? '1' : '']);
+    // A crawl run again: its partitions' copies of the state say so, where jobs and admissions read
+    // it, stamped with the gen of the reopen (a late `done` of the run before does not overwrite them).
+    if (reopen && state === 'running') await copyStateToPartitions(redis, keys, layout, { state, gen });
   }
   const renew = setInterval(() => {
     runScript(redis, 'beginInjection', [k.meta, k.seeding], [id, INJECTION_LEASE_MS, '']).catch(() => undefined);

@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { STAGES, ConfigError, getStageJob, type Keys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
+import { STAGES, ConfigError, getStageJob, stageQueues, type Keys, type Queues, type Stage, type RedisClient } from '@crawlfleet/core';
 import { settleCrawl } from './completion.js';
 import { takeFromFrontier } from './fetch-jobs.js';
 import { forgetLegacyCrawl, forgetPartitions } from './forget.js';
@@ -99,13 +99,83 @@ export async function parkForPause(
   betweenSteps?: () => Promise<void>,
 ): Promise<void> {
   await job.moveToDelayed(Date.now() + PAUSED_PARK_MS, token);
-  await betweenSteps?.();
   const k = partKeysOfUrl(keys, layout, url);
-  await delayJob(redis, keys, layout, stage, job.id!, url, '', true);
-  if ((await redis.hget(k.part, 'state')) === 'paused') return;
+  try {
+    await betweenSteps?.();
+    await delayJob(redis, keys, layout, stage, job.id!, url, '', true);
+    if ((await redis.hget(k.part, 'state')) === 'paused') return;
+  } catch (err) {
+    // Moved for a day but maybe not recorded parked (a Redis error, a failover of the partition's
+    // master): no resume would promote it. It runs again now (and parks again if still paused); if
+    // even this fails, the reconciler promotes a running crawl's jobs delayed past any legitimate
+    // delay (STRANDED_DELAY_MS).
+    await job.promote().catch(() => undefined);
+    throw err;
+  }
   // Resumed (or cancelled) while it was being parked: the resume may have looked before it was recorded.
   await redis.srem(k.parked[stage], job.id!);
   await job.promote().catch(() => undefined);
+}
+
+/**
+ * The longest a job of a running crawl may legitimately wait in BullMQ's delayed set, unless its
+ * spider obeys a longer Retry-After. The delays that exist: a retry's backoff (at most 60 s, or the
+ * Retry-After it obeys, capped by the spider's retry.maxRetryAfterMs, 5 min by default), a host's
+ * turn or hold (the host's delay, a robots.txt crawl-delay, a Retry-After hold, also capped by
+ * maxRetryAfterMs), a hold-back (at most 30 s), a writer's wait for its store (at most 30 s), a job
+ * waiting for its spider's deploy (a few seconds a try), an early job (1 s). Only a pause parks a
+ * job longer (PAUSED_PARK_MS), and in a running crawl such a job was stranded by a park that failed
+ * half-way. A job promoted early is safe anyway: it begins again, finds its wait (the host's turn,
+ * the hold) not over, and waits again; exactly-once rests on the pending sets, not on the delay.
+ */
+export const STRANDED_DELAY_MS = 2 * 3600_000;
+
+/**
+ * A crawl's bound: STRANDED_DELAY_MS, or its spider's longest Retry-After and 10 minutes more. A
+ * spider that obeys a Retry-After of nearly a day has no backstop but the day itself.
+ */
+export function strandedDelayBound(spider: { retry: { maxRetryAfterMs: number } }): number {
+  return Math.max(STRANDED_DELAY_MS, spider.retry.maxRetryAfterMs + 10 * 60_000);
+}
+
+/**
+ * Promotes the jobs of a running crawl that BullMQ keeps delayed until later than `boundMs` from
+ * `nowMs` (Redis's clock): jobs a park for a pause moved for a day and then failed to record parked
+ * (parkForPause), which no resume would promote. Returns how many.
+ */
+export async function promoteStranded(redis: RedisClient, keys: Keys, queues: Queues, layout: CrawlLayout, boundMs: number, nowMs: number): Promise<number> {
+  let promoted = 0;
+  for (const k of allPartKeys(keys, layout)) {
+    for (const stage of STAGES) {
+      let cursor = '0';
+      do {
+        const [next, ids] = await redis.sscan(k.delayed[stage], cursor, 'COUNT', 1000);
+        cursor = next;
+        if (ids.length === 0) continue;
+        for (const queue of stageQueues(queues, stage)) {
+          // One key (the queue's delayed set): one slot, so one pipeline on a cluster too.
+          const pipeline = redis.pipeline();
+          for (const id of ids) pipeline.zscore(queue.toKey('delayed'), id);
+          const scores = ((await pipeline.exec()) ?? []).map(([, score]) => (typeof score === 'string' ? Number(score) : undefined));
+          for (let i = 0; i < ids.length; i++) {
+            // BullMQ's score of a delayed job: the time it is due (ms) times 0x1000, plus a counter.
+            const score = scores[i];
+            if (score === undefined || Math.floor(score / 0x1000) - nowMs <= boundMs) continue;
+            const job = await queue.getJob(ids[i]!);
+            if (
+              job &&
+              (await job.promote().then(
+                () => true,
+                () => false,
+              ))
+            )
+              promoted++;
+          }
+        }
+      } while (cursor !== '0');
+    }
+  }
+  return promoted;
 }
 
 /** How many jobs of a stage the paused crawls have parked (fleet-wide). */

@@ -62,7 +62,7 @@ export async function registerCrawl(
   if (spider.maxPages && existingParts > 1) {
     throw new ConfigError(`crawl ${crawlId} has ${existingParts} partitions, and maxPages needs a crawl of one (its budget is one counter): seed it without maxPages, or reset it first`);
   }
-  const [created, keptParts, state, version, startedAt] = await runScript<[number, number, string, string, string]>(
+  const [created, keptParts, state, version, startedAt, gen] = await runScript<[number, number, string, string, string, number]>(
     redis,
     'registerCrawl',
     [keys.crawl(crawlId).meta, keys.crawl(crawlId).seeding],
@@ -84,14 +84,19 @@ export async function registerCrawl(
     throw collectedAt ? new CollectedCrawlError(crawlId, collectedAt) : new LegacyCrawlError(crawlId);
   }
   const layout = { crawlId, parts: keptParts, startedAt };
-  await copyStateToPartitions(redis, keys, layout, { state, version, startedAt });
+  await copyStateToPartitions(redis, keys, layout, { state, version, startedAt, gen });
   await redis.sadd(keys.crawlIndex(), crawlId);
   return { created: created === 1, layout };
 }
 
-/** Writes the crawl's state (and its version and start, when given) into every partition's copy. */
-export async function copyStateToPartitions(redis: RedisClient, keys: Keys, layout: CrawlLayout, fields: { state: string; version?: string; startedAt?: string }): Promise<void> {
+/**
+ * Writes the crawl's state (and its version and start, when given) into every partition's copy.
+ * `gen`: the crawl's gen of the step that ran it (again), stamped on the copy, so a late `done` of
+ * the run before cannot overwrite it (markPartDone-1.lua).
+ */
+export async function copyStateToPartitions(redis: RedisClient, keys: Keys, layout: CrawlLayout, fields: { state: string; version?: string; startedAt?: string; gen?: number }): Promise<void> {
   const values: string[] = ['state', fields.state];
+  if (fields.gen !== undefined) values.push('stateGen', String(fields.gen));
   if (fields.version !== undefined) values.push('version', fields.version);
   if (fields.startedAt !== undefined) values.push('startedAt', fields.startedAt);
   await Promise.all(allPartKeys(keys, layout).map((k) => redis.hset(k.part, ...values)));

@@ -8,9 +8,11 @@ import {
   layoutOf,
   loadCrawl,
   promoteParked,
+  promoteStranded,
   reconcileCrawl,
   reopenWithWork,
   settleCrawl,
+  strandedDelayBound,
   takeFromFrontier,
   type CrawlLayout,
 } from '@crawlfleet/crawl';
@@ -24,7 +26,8 @@ import type { FleetContext } from './context.js';
  * - or the crawl made no progress (counters and pending sizes unchanged) for the grace period;
  * - or it has suspects to settle.
  * For every running crawl it also ends the seeding runs and replays whose process died (their
- * lease lapsed), promotes jobs still parked from a pause (a resume that died half-way), and feeds
+ * lease lapsed), promotes jobs still parked from a pause (a resume that died half-way) and jobs
+ * delayed longer than any wait of the crawl lasts (a park that failed half-way), and feeds
  * the fetch stage from partitions whose window has room and whose frontier holds URLs: a host whose
  * turn was too far ahead when the last take ran, or a fetcher that died after a take.
  * Last, it collects up to GC_CRAWLS_PER_ROUND crawls that finished longer than CRAWL_RETENTION ago.
@@ -131,8 +134,14 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
       const promoted = await promoteParked(redis, keys, ctx.queues, c.layout);
       if (promoted > 0) ctx.log.info({ crawlId, promoted }, 'reconciler: promoted jobs parked by a pause of a crawl that runs again');
     }
+    // A job moved for a day by a park that failed half-way (parkForPause): no resume promotes it.
+    const record = await loadCrawl(redis, keys, crawlId);
+    if (record) {
+      const stranded = await promoteStranded(redis, keys, ctx.queues, c.layout, strandedDelayBound(record.spider), now);
+      if (stranded > 0) ctx.log.warn({ crawlId, stranded }, 'reconciler: promoted jobs of a running crawl delayed longer than any wait of it lasts (a park for a pause that failed half-way)');
+    }
     if (c.frontier.some((waiting) => waiting > 0)) {
-      const crawl = await loadCrawl(redis, keys, crawlId);
+      const crawl = record;
       const take = crawl ? crawlTake(ctx.env.frontierWindow, crawl, crawl.spider) : undefined;
       if (crawl && take && c.pendingFetch.some((n, p) => c.frontier[p]! > 0 && n < take.window)) {
         const taken = await takeFromFrontier(redis, keys, ctx.queues, crawl, take);
