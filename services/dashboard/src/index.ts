@@ -11,7 +11,7 @@ import type { FleetContext } from '@crawlfleet/runtime';
 import { authorized, dashboardAccess } from './access.js';
 import { hostRule, refusal } from './host-guard.js';
 
-export { authorized, dashboardAccess, isLoopbackHost } from './access.js';
+export { authorized, type BufferCompare, dashboardAccess, isLoopbackHost } from './access.js';
 export { hostName, hostRule, isAllowedHost, isAllowedOrigin, refusal, type HostRule } from './host-guard.js';
 
 export interface DashboardOptions {
