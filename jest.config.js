@@ -5,11 +5,13 @@ const common = {
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform,
+  setupFiles: ['<rootDir>/test/helpers/worker-redis.cjs'],
 };
 // Timeouts bound a hang, not the machine's speed: a test asserts on its results, and prints the time
 // its work took. On a loaded or slower machine the same work takes two or three times as long.
 export default {
   testTimeout: 360_000,
+  testSequencer: '<rootDir>/test/helpers/sequencer.cjs',
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.test.ts'], testTimeout: 360_000 },

@@ -76,26 +76,37 @@ start_redis() { # runtime dir
     return 0
   fi
   ensure_debian_package redis-server redis-server
-  local dir="$1/redis" port
-  mkdir -p "$dir"
-  port=$(free_port)
-  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes --appendfsync everysec \
-    --save '' --maxmemory-policy noeviction --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
-  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  export REDIS_URL="redis://127.0.0.1:$port"
-  CRAWLFLEET_REDIS_PIDFILE="$dir/redis.pid"
+  start_redis_server "$1/redis"
+  export REDIS_URL="$STARTED_REDIS_URL"
   echo "redis: $REDIS_URL (noeviction, appendonly)" >&2
 }
 
+# One more private Redis (noeviction, AOF on) in its own directory; STARTED_REDIS_URL is its URL
+# (a variable, not output: the pid file must be registered in this shell). stop_services
+# stops it. The test command gives each jest worker one, so that a test reading the server's own
+# figures (memory, command counts) sees its own work only.
+CRAWLFLEET_REDIS_PIDFILES=()
+start_redis_server() { # dir
+  local dir="$1" port
+  mkdir -p "$dir"
+  port=$(free_port)
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes --appendfsync everysec \
+    --save '' --maxmemory-policy noeviction --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >&2
+  CRAWLFLEET_REDIS_PIDFILES+=("$dir/redis.pid")
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  STARTED_REDIS_URL="redis://127.0.0.1:$port"
+}
+
 stop_services() {
-  if [ -n "${CRAWLFLEET_REDIS_PIDFILE:-}" ] && [ -f "$CRAWLFLEET_REDIS_PIDFILE" ]; then
-    local pid
-    pid="$(cat "$CRAWLFLEET_REDIS_PIDFILE")"
+  local pidfile pid
+  for pidfile in "${CRAWLFLEET_REDIS_PIDFILES[@]}"; do
+    [ -f "$pidfile" ] || continue
+    pid="$(cat "$pidfile")"
     kill "$pid" 2>/dev/null || true
     # Until it has exited: on its way out it removes its pid file, which raced the `rm -rf` of its
     # directory after us ("Directory not empty" failed a benchmark run at its very end).
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  fi
+  done
 }
 
 # Everything a test or benchmark run needs: modules built, a private Redis, cleanup on exit.

@@ -29,9 +29,20 @@ npm run --silent typecheck
 # The jest projects, then the chaos suite's short form (about 2-4 minutes; `npm run test:chaos` is
 # the full form) after a whole jest run only (a run of chosen test files skips it). The chaos suite
 # runs even when a jest test failed, so that one run reports both; each prints the time it took.
+# Two jest workers (JEST_WORKERS): a serial run left a third of this 2-core machine idle, as many
+# tests wait on a site's delays, a lease or an outage. Each worker gets a Redis of its own when the
+# run started its own (test/helpers/worker-redis.cjs).
+workers="${JEST_WORKERS:-2}"
+redis_urls="$REDIS_URL"
+if [ "${#CRAWLFLEET_REDIS_PIDFILES[@]}" -gt 0 ]; then
+  for worker in $(seq 2 "$workers"); do
+    start_redis_server "$run_dir/redis-$worker"
+    redis_urls+=",$STARTED_REDIS_URL"
+  done
+fi
 started=$SECONDS
 jest_status=0
-node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand --forceExit "$@" || jest_status=$?
+REDIS_URLS="$redis_urls" node --experimental-vm-modules node_modules/jest/bin/jest.js --maxWorkers="$workers" --forceExit "$@" || jest_status=$?
 echo "jest: exit $jest_status after $((SECONDS - started)) s" >&2
 chaos_status=0
 if [ $# -eq 0 ]; then

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { appProduct, products, scriptSiteSpider, startScriptSite } from '../fixtures/script-site.mjs';
 import { comparable, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
@@ -18,13 +19,28 @@ function truth(url: string, count: number, sections: ('plain' | 'app')[]) {
   );
 }
 
-/** Chromium processes on this machine (Debian's: /usr/lib/chromium/chromium and its helpers). */
-function chromiumPids(): number[] {
+/**
+ * Chromium processes (Debian's: /usr/lib/chromium/chromium and its helpers) whose temp directory is
+ * under `dir`: those of the renderers given that TMPDIR. A killed renderer's browser is orphaned,
+ * no longer a descendant of this test, and another jest worker may run browsers of its own meanwhile:
+ * the environment tells them apart.
+ */
+function chromiumPidsUnder(dir: string): number[] {
+  let pids: number[];
   try {
-    return execFileSync('pgrep', ['-f', '/usr/lib/chromium/chromium'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean).map(Number);
+    pids = execFileSync('pgrep', ['-f', '/usr/lib/chromium/chromium'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean).map(Number);
   } catch {
     return [];
   }
+  return pids.filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/environ`, 'latin1')
+        .split('\0')
+        .some((entry) => entry.startsWith(`TMPDIR=${dir}/`));
+    } catch {
+      return false; // ended meanwhile
+    }
+  });
 }
 
 /** A listener that records every connection made to it (the guard test's would-be victims). */
@@ -219,13 +235,12 @@ describe('pages that need a browser (render)', () => {
   });
 
   test('kill -9 of a renderer mid-crawl, twice: items exact, every page rendered to the end, and no Chromium process outlives its renderer', async () => {
-    const before = new Set(chromiumPids());
     const site = await startScriptSite({ products: 60, perPage: 10, apiDelayMs: 150 });
     const dir = tempDir('render-kill');
-    const env = envFor('render-kill', { LOCK_DURATION_MS: '4000' });
+    const env = envFor('render-kill', { LOCK_DURATION_MS: '4000', TMPDIR: dir });
     const workers: ReturnType<typeof spawnCli>[] = [];
     const renderedSoFar = () => site.visits.browser.size;
-    const strayChromium = () => chromiumPids().filter((pid) => !before.has(pid));
+    const strayChromium = () => chromiumPidsUnder(dir);
     try {
       const spider = writeJson(dir, 'shop.json', { ...scriptSiteSpider(site.url, 'always'), startUrls: [`${site.url}/app/list/1.html`] });
       const out = join(dir, 'items.jsonl');
