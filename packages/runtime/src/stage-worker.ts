@@ -33,6 +33,7 @@ import {
 } from '@crawlfleet/crawl';
 import { holdBackWaitMs, type CrawlBacklogs } from './backpressure.js';
 import { HandlerDeadlineError, withDeadline } from './deadline.js';
+import { oneRunPerJob } from './one-run-per-job.js';
 import type { FleetContext } from './context.js';
 
 /** The next stage's job for a URL: made pending by the job's finish, then added to its queue. */
@@ -308,7 +309,8 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
   };
 
   const served = options.queue === 'render' ? ctx.queues.render : ctx.queues[stage];
-  const worker = new Worker(served.name, processor, {
+  const waitForEarlierRun = (job: Job) => log.warn({ stage, jobId: job.id, url: job.data?.url }, 'job taken again while its earlier run goes on here (its lock lapsed): waits for that run');
+  const worker = new Worker(served.name, oneRunPerJob(processor, waitForEarlierRun), {
     connection: ctx.redis.duplicate(),
     prefix: options.queue === 'render' ? keys.renderQueuePrefix() : keys.queuePrefix(stage),
     concurrency: options.concurrency,
