@@ -1,4 +1,6 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { Redis } from 'ioredis';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Keys, jobId, loadEnv, urlFingerprint, validateSpider } from '@crawlfleet/core';
@@ -282,6 +284,40 @@ describe('every pending job ends', () => {
       expect((await statusOf(env, 'replay')).counters).toMatchObject({ fetched: 9, failed: 1, replayed: 3 });
       const again = JSON.parse((await runCli(['dead-letters', '--crawl-id', 'replay', '--json'], { env })).stdout) as { url: string }[];
       expect(again.map((d) => d.url)).toEqual([`${site.url}/p/7.html`]);
+    } finally {
+      await stopFleet(fleet);
+      await site.close();
+    }
+  });
+
+  test("a replayed dead letter's write archives nothing new, and `archived` counts each URL once per run (the fuzzer's seed 1709182792:long)", async () => {
+    const site = await startChainSite({ pages: 4 });
+    const { env, dir } = setup('replay-warc');
+    const fleet: Fleet = [];
+    const warc = join(dir, 'warc');
+    const responses = () =>
+      readdirSync(warc)
+        .filter((f) => f.endsWith('.warc.gz'))
+        .map((f) => gunzipSync(readFileSync(join(warc, f))).toString('latin1').split('WARC-Type: response').length - 1)
+        .reduce((a, b) => a + b, 0);
+    try {
+      site.failing.add('/p/3.html');
+      const spider = chainSpider(site.url, { retry: { attempts: 1 } });
+      const seeded = await runCli(['seed', writeJson(dir, 'chain.json', spider), '--crawl-id', 'replay-warc', '--sink', join(dir, 'items.jsonl'), '--warc', warc], { env });
+      expect(seeded.code).toBe(0);
+      startFleet(env, fleet);
+      await waitDone(env, 'replay-warc', 90, fleet);
+      // The index and its 4 pages, the 503 among them: each answer archived once.
+      expect((await statusOf(env, 'replay-warc')).counters).toMatchObject({ fetched: 5, failed: 1, archived: 5 });
+      expect(responses()).toBe(5);
+      // Replayed while it still fails, then once it answers: its URI is archived for this run already.
+      for (const fixed of [false, true]) {
+        if (fixed) site.failing.clear();
+        expect((await runCli(['replay', '--crawl-id', 'replay-warc'], { env })).stdout).toContain('replayed 1 dead letters');
+        await waitDone(env, 'replay-warc', 90, fleet);
+      }
+      expect((await statusOf(env, 'replay-warc')).counters).toMatchObject({ fetched: 5, failed: 0, replayed: 2, items: 4, archived: 5 });
+      expect(responses()).toBe(5);
     } finally {
       await stopFleet(fleet);
       await site.close();

@@ -105,6 +105,22 @@ if handedTo ~= '' then
     end
   end
 end
+-- `archived` counts a URL once per run of the crawl, as the WARC sink archives it once (one capture
+-- per URI and run): a replayed dead letter's write archives nothing new. The mark is a record in the
+-- URL index under a fingerprint of its own, so it goes with the run's partition; a write that ran
+-- again after its writer died (the record in the file, the count not yet made) still counts.
+local archivedCounts = false
+if isUrlJob then
+  for i = COUNTERS_FROM, #ARGV, 2 do
+    if ARGV[i] == 'archived' then
+      local mark = redis.sha1hex('archived\n' .. fp)
+      if not urls().get(mark) then
+        urls().set(mark, 'w')
+        archivedCounts = true
+      end
+    end
+  end
+end
 if index then index.flush() end
 -- A URL handed over is still in flight; otherwise its request goes once no stage holds it.
 if isUrlJob and not handedOver and redis.call('SISMEMBER', KEYS[5], 'f' .. fp) == 0
@@ -116,7 +132,9 @@ if ARGV[6] ~= '' then redis.call('HSET', dead, id, ARGV[6]) end
 -- A stage the URL had finished before counts nothing again, except a new dead letter: a replay took
 -- the old one out of 'failed', so the URL failing again is counted again.
 for i = COUNTERS_FROM, #ARGV, 2 do
-  if counts(ARGV[i]) or (ARGV[6] ~= '' and (ARGV[i] == 'failed' or string.sub(ARGV[i], 1, 5) == 'dead.')) then
+  if ARGV[i] == 'archived' and isUrlJob then
+    if archivedCounts then redis.call('HINCRBY', counters, ARGV[i], tonumber(ARGV[i + 1])) end
+  elseif counts(ARGV[i]) or (ARGV[6] ~= '' and (ARGV[i] == 'failed' or string.sub(ARGV[i], 1, 5) == 'dead.')) then
     redis.call('HINCRBY', counters, ARGV[i], tonumber(ARGV[i + 1]))
   end
 end
