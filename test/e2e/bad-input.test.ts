@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
 import { getDeadLetters } from '@crawlfleet/crawl';
 import { catalogueSpider, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
-import { REDIS_URL, dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { REDIS_URL, dropPrefix, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
 
 describe('bad input gets a clear error and loses nothing', () => {
   const dir = tempDir('bad');
@@ -183,9 +183,13 @@ describe('a crawl registered by a fleet older than the partitioned frontier (iss
     expect((await runCli(['reset', '--crawl-id', 'old-crawl'], { env })).code).toBe(0);
     expect(await redis.exists(`${base}:meta`, `${base}:counters`, `${base}:frontier`)).toBe(0);
     const worker = spawnCli(['worker', 'writer'], { env });
+    let output = '';
+    for (const stream of [worker.stdout!, worker.stderr!]) stream.on('data', (d: Buffer) => (output += d.toString()));
     try {
-      await new Promise((r) => setTimeout(r, 3000));
+      // Past the check that refused it before: it says it is ready, and is still running.
+      await waitFor(() => output.includes('worker ready') || worker.exitCode !== null, 60_000, 'the writer to be ready or to exit');
       expect(worker.exitCode).toBeNull();
+      expect(output).toContain('worker ready');
     } finally {
       worker.kill('SIGTERM');
       expect((await worker.result).code).toBe(0);

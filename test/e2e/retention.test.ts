@@ -144,7 +144,7 @@ describe('retention: gc collects finished crawls past the retention, leaving a s
       // The fleet: workers (each stage its own process) and the dashboard, no crawl yet.
       for (const stage of ['fetcher', 'parser', 'writer'] as const) processes.push(spawnCli(['worker', stage, '--concurrency', stage === 'fetcher' ? '32' : '16'], { env }));
       processes.push(spawnCli(['dashboard', '--port', String(dashboardPort)], { env }));
-      await waitForPort(dashboardPort, 30_000, 'dashboard');
+      await waitForPort(dashboardPort, 120_000, 'dashboard');
       await new Promise((r) => setTimeout(r, 2000));
       const coldFleet = await usedMemory(redis);
 

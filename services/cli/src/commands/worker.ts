@@ -20,31 +20,36 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
   const env = envWith(options);
   const proxies = k === 'fetcher' ? loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList }) : [];
   const ctx = await createFleetContext({ env, name: k, waitForRedis: true });
+  // The signal handler comes first: a stage takes jobs as soon as it starts, and a SIGTERM before
+  // the handler (Node's default: exit at once) would end them without their drain.
+  let stage: RunningStage | undefined;
+  let metrics: Awaited<ReturnType<typeof serveMetrics>> | undefined;
+  let stopReconciler: (() => void) | undefined;
+  onShutdownSignal(
+    ctx.log,
+    async () => {
+      stopReconciler?.();
+      await stage?.close();
+      await metrics?.close();
+      await ctx.close();
+    },
+    { drainMs: env.shutdownDrainMs },
+  );
   await refuseBesideLegacyCrawls(ctx);
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[k];
-  const stage: RunningStage =
+  stage =
     k === 'fetcher'
       ? startFetcher(ctx, { concurrency, proxies })
       : k === 'renderer'
         ? startRenderer(ctx, { concurrency, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages, sandbox: env.chromiumSandbox })
         : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
   // A writer is not ready while the MongoDB it was given (MONGO_URL) does not answer.
-  const metrics = await serveMetrics(ctx, [QUEUE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
+  metrics = await serveMetrics(ctx, [QUEUE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
+  // Every worker takes its turn as the fleet's reconciler (one at a time, under a lock).
+  stopReconciler = startReconciler(ctx);
   // A fetcher that parses says so: an operator reading the log sees which path its pages take.
   const parses = (k === 'fetcher' || k === 'renderer') && env.parseInFetcher ? { parsesPages: true } : {};
   ctx.log.info({ stage: k, concurrency, pid: process.pid, proxies: proxies.map((p) => p.label), metricsPort: metrics?.port, ...parses }, 'worker ready');
-  // Every worker takes its turn as the fleet's reconciler (one at a time, under a lock).
-  const stopReconciler = startReconciler(ctx);
-  onShutdownSignal(
-    ctx.log,
-    async () => {
-      stopReconciler();
-      await stage.close();
-      await metrics?.close();
-      await ctx.close();
-    },
-    { drainMs: env.shutdownDrainMs },
-  );
   // Runs until a signal; the handler exits the process.
   return new Promise<number>(() => undefined);
 }
