@@ -298,7 +298,12 @@ describe('every pending job ends', () => {
     const responses = () =>
       readdirSync(warc)
         .filter((f) => f.endsWith('.warc.gz'))
-        .map((f) => gunzipSync(readFileSync(join(warc, f))).toString('latin1').split('WARC-Type: response').length - 1)
+        .map(
+          (f) =>
+            gunzipSync(readFileSync(join(warc, f)))
+              .toString('latin1')
+              .split('WARC-Type: response').length - 1,
+        )
         .reduce((a, b) => a + b, 0);
     try {
       site.failing.add('/p/3.html');
