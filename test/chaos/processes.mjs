@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, createWriteStream, mkdirSync, openSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
+import { MongoClient } from 'mongodb';
 
 /** @type {Set<import('node:child_process').ChildProcess>} */
 const children = new Set();
@@ -169,4 +170,21 @@ export async function startFerretDb(bin, dir, pingUntilUp) {
   };
   await mongo.start();
   return mongo;
+}
+
+/** Whether a MongoDB (FerretDB) at `url` answers a ping within `timeoutMs`, asking every 250 ms. */
+export async function mongoAnswers(url, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const client = new MongoClient(url, { serverSelectionTimeoutMS: 2000, connectTimeoutMS: 2000 });
+    try {
+      await client.db('admin').command({ ping: 1 });
+      return true;
+    } catch {
+      await sleep(250);
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+  }
+  return false;
 }

@@ -19,11 +19,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { MongoClient } from 'mongodb';
 import { Keys, STAGES } from '@crawlfleet/core';
 import { allPartKeys, getDeadLetters, getStatus, loadLayout } from '@crawlfleet/crawl';
 import { ROLES, ROOT, runCli, startFleet } from './fleet.mjs';
-import { installCleanup, killAllChildren, sleep, startFerretDb, startRedis } from './processes.mjs';
+import { seededRandom } from '../fuzz/schedule.mjs';
+import { installCleanup, killAllChildren, mongoAnswers, sleep, startFerretDb, startRedis } from './processes.mjs';
 import { markdownReport } from './report.mjs';
 import { docsSpider, findSiteRoot, hostNames, pageUrl, serveSite } from './site.mjs';
 import { verify } from './verify.mjs';
@@ -65,35 +65,9 @@ const started = Date.now();
 const stamp = () => `${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s`;
 const say = (line) => process.stdout.write(`[chaos ${stamp()}] ${line}\n`);
 
-/** mulberry32: the random kills can be replayed with CHAOS_SEED. */
-function seededRandom(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// mulberry32 (test/fuzz/schedule.mjs): the random kills can be replayed with CHAOS_SEED.
 const seed = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const random = seededRandom(seed);
-
-async function mongoAnswers(url, timeoutMs) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const client = new MongoClient(url, { serverSelectionTimeoutMS: 2000, connectTimeoutMS: 2000 });
-    try {
-      await client.db('admin').command({ ping: 1 });
-      return true;
-    } catch {
-      await sleep(250);
-    } finally {
-      await client.close().catch(() => undefined);
-    }
-  }
-  return false;
-}
 
 /** The ground truth, by Python's html.parser over the files: every page's title and the broken links. */
 async function groundTruth(root, hosts, port) {

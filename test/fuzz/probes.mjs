@@ -4,9 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { MongoClient } from 'mongodb';
 import { ROOT } from '../chaos/fleet.mjs';
-import { sleep } from '../chaos/processes.mjs';
 
 /** WARC_TOOLS (scripts/services.sh ensure_warc_tools), or the virtualenv it made before. */
 function warcTools() {
@@ -52,20 +50,4 @@ export function chromiumProcessesUnder(dir) {
     }
   }
   return out;
-}
-
-export async function mongoAnswers(url, timeoutMs) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const client = new MongoClient(url, { serverSelectionTimeoutMS: 2000, connectTimeoutMS: 2000 });
-    try {
-      await client.db('admin').command({ ping: 1 });
-      return true;
-    } catch {
-      await sleep(250);
-    } finally {
-      await client.close().catch(() => undefined);
-    }
-  }
-  return false;
 }
