@@ -290,7 +290,7 @@ describe('every pending job ends', () => {
     }
   });
 
-  test("a replayed dead letter's write archives nothing new, and `archived` counts each URL once per run (the fuzzer's seed 1709182792:long)", async () => {
+  test("a replayed dead letter's write, and a redirect to a page archived already, archive nothing new: `archived` counts each URI once per run (the fuzzer's seed 1709182792:long)", async () => {
     const site = await startChainSite({ pages: 4 });
     const { env, dir } = setup('replay-warc');
     const fleet: Fleet = [];
@@ -307,13 +307,14 @@ describe('every pending job ends', () => {
         .reduce((a, b) => a + b, 0);
     try {
       site.failing.add('/p/3.html');
-      const spider = chainSpider(site.url, { retry: { attempts: 1 } });
+      // /moved/2.html redirects to /p/2.html, which the crawl fetches too: one capture of that URI.
+      const spider = chainSpider(site.url, { retry: { attempts: 1 }, startUrls: [`${site.url}/index.html`, `${site.url}/moved/2.html`] });
       const seeded = await runCli(['seed', writeJson(dir, 'chain.json', spider), '--crawl-id', 'replay-warc', '--sink', join(dir, 'items.jsonl'), '--warc', warc], { env });
       expect(seeded.code).toBe(0);
       startFleet(env, fleet);
       await waitDone(env, 'replay-warc', 90, fleet);
-      // The index and its 4 pages, the 503 among them: each answer archived once.
-      expect((await statusOf(env, 'replay-warc')).counters).toMatchObject({ fetched: 5, failed: 1, archived: 5 });
+      // The index, its 4 pages (the 503 among them) and the redirect: 5 URIs, each archived once.
+      expect((await statusOf(env, 'replay-warc')).counters).toMatchObject({ fetched: 6, failed: 1, archived: 5 });
       expect(responses()).toBe(5);
       // Replayed while it still fails, then once it answers: its URI is archived for this run already.
       for (const fixed of [false, true]) {
@@ -321,7 +322,7 @@ describe('every pending job ends', () => {
         expect((await runCli(['replay', '--crawl-id', 'replay-warc'], { env })).stdout).toContain('replayed 1 dead letters');
         await waitDone(env, 'replay-warc', 90, fleet);
       }
-      expect((await statusOf(env, 'replay-warc')).counters).toMatchObject({ fetched: 5, failed: 0, replayed: 2, items: 4, archived: 5 });
+      expect((await statusOf(env, 'replay-warc')).counters).toMatchObject({ fetched: 6, failed: 0, replayed: 2, archived: 5 });
       expect(responses()).toBe(5);
     } finally {
       await stopFleet(fleet);

@@ -20,7 +20,7 @@ describe('a job whose lock lapses mid-run', () => {
     for (const p of prefixes) await dropPrefix(p);
   });
 
-  test('is not run twice at once in one process: the second run waits for the first, and the page counts once', async () => {
+  test('is not run twice at once in one process: taken again, it is parked until its run ended, and the page counts once', async () => {
     const site = await startChainSite({ pages: 1 });
     const prefix = uniquePrefix('lapsed');
     prefixes.push(prefix);
@@ -59,7 +59,7 @@ describe('a job whose lock lapses mid-run', () => {
       await waitFor(async () => (await getStatus(redis, ctx.keys, 'lapsed'))?.state === 'done', 60_000, 'the crawl to end');
       expect(mostAtOnce).toBe(1);
       expect(tookAgain()).toBe(true);
-      // The second run began after the first had finished the job: it found nothing to do.
+      // Parked, it ran again after the first run had finished the job: it found nothing to do.
       expect(runs).toBe(1);
       expect((await getStatus(redis, ctx.keys, 'lapsed'))?.counters).toMatchObject({ seen: 1, fetched: 1, failed: 0 });
     } finally {

@@ -30,7 +30,9 @@
   ARGV[19] the run of the crawl the job belongs to (its startedAt when the job began), or '' for
            any: a job of an older run (the crawl was reset, and maybe registered again, while the
            job ran) changes nothing, and ends as one that had finished already
-  ARGV[20..] pairs: counter name, increment
+  ARGV[20] the WARC target URI whose exchange the job archived (its final URL), or '': `archived`
+           counts once per such URI and run
+  ARGV[21..] pairs: counter name, increment
 
   A job that was never pending (a poison job enqueued by hand) still lands in the dead-letter set,
   once: its counters apply only when its record is new.
@@ -45,7 +47,7 @@
 --!include hosts.lua
 --!include takeReady.lua
 --!include partitionIdle.lua
-local COUNTERS_FROM = 20
+local COUNTERS_FROM = 21
 local partKey, counters, dead, rebuilds = KEYS[1], KEYS[2], KEYS[3], KEYS[9]
 local pendingKeys = {KEYS[5], KEYS[6], KEYS[7]}
 local stageIndex = tonumber(ARGV[2])
@@ -105,20 +107,17 @@ if handedTo ~= '' then
     end
   end
 end
--- `archived` counts a URL once per run of the crawl, as the WARC sink archives it once (one capture
--- per URI and run): a replayed dead letter's write archives nothing new. The mark is a record in the
--- URL index under a fingerprint of its own, so it goes with the run's partition; a write that ran
--- again after its writer died (the record in the file, the count not yet made) still counts.
+-- `archived` counts a URI once per run of the crawl, as the WARC sink archives it once (one capture
+-- per target URI and run): a replayed dead letter's write, or a page whose redirect lands on a URL
+-- archived already, archives nothing new. The mark is a record in the URL index under a fingerprint
+-- of its own, so it goes with the run's partition; a write run again after its writer died between
+-- the append and the finish still counts, once.
 local archivedCounts = false
-if isUrlJob then
-  for i = COUNTERS_FROM, #ARGV, 2 do
-    if ARGV[i] == 'archived' then
-      local mark = redis.sha1hex('archived\n' .. fp)
-      if not urls().get(mark) then
-        urls().set(mark, 'w')
-        archivedCounts = true
-      end
-    end
+if ARGV[20] ~= '' then
+  local mark = redis.sha1hex('archived\n' .. ARGV[20])
+  if not urls().get(mark) then
+    urls().set(mark, 'w')
+    archivedCounts = true
   end
 end
 if index then index.flush() end
@@ -132,7 +131,7 @@ if ARGV[6] ~= '' then redis.call('HSET', dead, id, ARGV[6]) end
 -- A stage the URL had finished before counts nothing again, except a new dead letter: a replay took
 -- the old one out of 'failed', so the URL failing again is counted again.
 for i = COUNTERS_FROM, #ARGV, 2 do
-  if ARGV[i] == 'archived' and isUrlJob then
+  if ARGV[i] == 'archived' and ARGV[20] ~= '' then
     if archivedCounts then redis.call('HINCRBY', counters, ARGV[i], tonumber(ARGV[i + 1])) end
   elseif counts(ARGV[i]) or (ARGV[6] ~= '' and (ARGV[i] == 'failed' or string.sub(ARGV[i], 1, 5) == 'dead.')) then
     redis.call('HINCRBY', counters, ARGV[i], tonumber(ARGV[i + 1]))

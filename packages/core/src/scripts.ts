@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
  * `verbNoun-v.lua` for a script that takes a variable number of keys) and
  * registers them on a connection under a versioned name, so two fleet versions can share one Redis.
  */
-export const SCRIPT_VERSION = 8;
+export const SCRIPT_VERSION = 9;
 const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
 
 const SCRIPT_FILES = {

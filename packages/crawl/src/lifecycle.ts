@@ -53,6 +53,11 @@ export interface FinishInput {
   handedOver?: string;
   /** a fetch job's report on its host */
   host?: HostReport;
+  /**
+   * The WARC target URI whose exchange this job archived (the final URL of its redirects): the
+   * `archived` counter counts it once per run of the crawl, as the WARC sink archives it once.
+   */
+  archivedUri?: string;
 }
 
 export interface DeadLetter {
@@ -150,6 +155,7 @@ export async function finishInPartition(
       opt(report?.holdUntil),
       layout.crawlId,
       layout.startedAt ?? '',
+      input.archivedUri ?? '',
       ...counterArgs,
     ],
   );

@@ -309,8 +309,13 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
   };
 
   const served = options.queue === 'render' ? ctx.queues.render : ctx.queues[stage];
-  const waitForEarlierRun = (job: Job) => log.warn({ stage, jobId: job.id, url: job.data?.url }, 'job taken again while its earlier run goes on here (its lock lapsed): waits for that run');
-  const worker = new Worker(served.name, oneRunPerJob(processor, waitForEarlierRun), {
+  const parkWhileEarlierRuns = async (job: Job, token?: string): Promise<never> => {
+    const waitMs = Math.max(1000, ctx.env.lockDurationMs / 2);
+    log.warn({ stage, jobId: job.id, url: job.data?.url, waitMs }, 'job taken again while its earlier run goes on here (its lock lapsed): parked');
+    await job.moveToDelayed(Date.now() + waitMs, token);
+    throw new DelayedError();
+  };
+  const worker = new Worker(served.name, oneRunPerJob(processor, parkWhileEarlierRuns), {
     connection: ctx.redis.duplicate(),
     prefix: options.queue === 'render' ? keys.renderQueuePrefix() : keys.queuePrefix(stage),
     concurrency: options.concurrency,

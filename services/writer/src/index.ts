@@ -125,7 +125,7 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
         timer.unref();
         return step.finally(() => clearTimeout(timer));
       };
-      let archived = 0;
+      let archivedUri: string | undefined;
       try {
         const sink = await watched('its sinks to open', sinks.get(crawl));
         // A capture whose crawl has no archive (it was seeded again without --warc) is not archived.
@@ -139,7 +139,7 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
         ]);
         const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
         if (failed) throw failed.reason;
-        if (archive) archived = 1;
+        if (archive) archivedUri = data.capture!.targetUri;
       } catch (err) {
         // The store refused some of this page's items: the job goes to the dead-letter set with the
         // reason; the rest of the batch, including this page's other items, is stored.
@@ -157,7 +157,8 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
       // A write that only archives or records the page (a 404's answer, a page without items) leaves
       // the URL where its fetch or parse left it: a dead-lettered fetch stays replayable as before.
       const stays = data.items.length === 0 ? { url: { fingerprint, state: 'd' } } : {};
-      return { counters: { written: data.items.length, ...(archived ? { archived } : {}) }, ...stays };
+      // `archived` counts the target URI once per run (finishJob), as the archive holds it once.
+      return { counters: { written: data.items.length, ...(archivedUri ? { archived: 1 } : {}) }, ...(archivedUri ? { archivedUri } : {}), ...stays };
     },
   });
   return runningStage('write', worker, async () => {

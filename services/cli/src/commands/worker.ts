@@ -21,35 +21,46 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
   const proxies = k === 'fetcher' ? loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList }) : [];
   const ctx = await createFleetContext({ env, name: k, waitForRedis: true });
   // The signal handler comes first: a stage takes jobs as soon as it starts, and a SIGTERM before
-  // the handler (Node's default: exit at once) would end them without their drain.
+  // the handler (Node's default: exit at once) would end them without their drain. A signal during
+  // the start waits for it to end, then stops what it started; a start refused for its
+  // configuration still exits 2.
   let stage: RunningStage | undefined;
   let metrics: Awaited<ReturnType<typeof serveMetrics>> | undefined;
   let stopReconciler: (() => void) | undefined;
+  let startError: unknown;
+  let started: Promise<void> = Promise.resolve();
   onShutdownSignal(
     ctx.log,
     async () => {
+      await started.catch(() => undefined);
       stopReconciler?.();
       await stage?.close();
       await metrics?.close();
       await ctx.close();
     },
-    { drainMs: env.shutdownDrainMs },
+    { drainMs: env.shutdownDrainMs, exitCode: () => (startError === undefined ? 0 : startError instanceof ConfigError ? 2 : 1) },
   );
-  await refuseBesideLegacyCrawls(ctx);
-  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[k];
-  stage =
-    k === 'fetcher'
-      ? startFetcher(ctx, { concurrency, proxies })
-      : k === 'renderer'
-        ? startRenderer(ctx, { concurrency, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages, sandbox: env.chromiumSandbox })
-        : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
-  // A writer is not ready while the MongoDB it was given (MONGO_URL) does not answer.
-  metrics = await serveMetrics(ctx, [QUEUE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
-  // Every worker takes its turn as the fleet's reconciler (one at a time, under a lock).
-  stopReconciler = startReconciler(ctx);
-  // A fetcher that parses says so: an operator reading the log sees which path its pages take.
-  const parses = (k === 'fetcher' || k === 'renderer') && env.parseInFetcher ? { parsesPages: true } : {};
-  ctx.log.info({ stage: k, concurrency, pid: process.pid, proxies: proxies.map((p) => p.label), metricsPort: metrics?.port, ...parses }, 'worker ready');
+  started = (async () => {
+    await refuseBesideLegacyCrawls(ctx);
+    const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[k];
+    stage =
+      k === 'fetcher'
+        ? startFetcher(ctx, { concurrency, proxies })
+        : k === 'renderer'
+          ? startRenderer(ctx, { concurrency, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages, sandbox: env.chromiumSandbox })
+          : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
+    // A writer is not ready while the MongoDB it was given (MONGO_URL) does not answer.
+    metrics = await serveMetrics(ctx, [QUEUE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
+    // Every worker takes its turn as the fleet's reconciler (one at a time, under a lock).
+    stopReconciler = startReconciler(ctx);
+    // A fetcher that parses says so: an operator reading the log sees which path its pages take.
+    const parses = (k === 'fetcher' || k === 'renderer') && env.parseInFetcher ? { parsesPages: true } : {};
+    ctx.log.info({ stage: k, concurrency, pid: process.pid, proxies: proxies.map((p) => p.label), metricsPort: metrics?.port, ...parses }, 'worker ready');
+  })().catch((err: unknown) => {
+    startError = err;
+    throw err;
+  });
+  await started;
   // Runs until a signal; the handler exits the process.
   return new Promise<number>(() => undefined);
 }
