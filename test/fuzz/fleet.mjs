@@ -60,14 +60,18 @@ export function startFuzzFleet({ env, logDir, counts, slotEnv, log }) {
     },
     /** kill -9 of a ready process of the role, restarted at once. */
     async killAndRestart(role, random) {
-      const ready = slots[role].map((c, i) => (c?.ready ? i : -1)).filter((i) => i >= 0);
+      // Two kill steps may overlap (a role's and any role's): a child another step is killing is not
+      // picked, and only the step that killed a slot's child restarts it. Else both restarted it,
+      // and the first new process ran on unseen (seed 1191439978:long: 7 Chromium processes and a
+      // renderer's directory left at the end, and its job in the delayed set after done).
+      const ready = slots[role].map((c, i) => (c?.ready && !c.killedByHarness ? i : -1)).filter((i) => i >= 0);
       if (ready.length === 0) return undefined;
       const i = ready[Math.floor(random() * ready.length)];
       const child = slots[role][i];
       child.killedByHarness = true;
       await kill9(child);
       appendFileSync(child.logFile, `--- fuzz: kill -9 of pid ${child.pid} at ${new Date().toISOString()} ---\n`);
-      if (!stopping) spawnSlot(role, i);
+      if (!stopping && slots[role][i] === child) spawnSlot(role, i);
       return { role, slot: i + 1, pid: child.pid };
     },
     /** SIGTERM to every worker; one still there 15 s later is killed, and the log says so (what it leaves is its own). */
