@@ -4,9 +4,8 @@
 # real-pages test's reference decoder, Prometheus and Chromium for the observability test, kustomize
 # for the Kubernetes test, warcio, cdxj-indexer and pywb for the WARC test and the chaos suite, docker-compose for `config`, python3-doc for the chaos suite's site),
 # starts a private Redis on a free loopback port, builds, lints and checks formatting (`biome ci`),
-# type-checks, runs every jest project, then the chaos suite's short form (test/chaos), the lifecycle
-# fuzzer's short form (test/fuzz), then the
-# container test (scripts/test-containers.sh). Node 24 is installed first when the machine's is older.
+# type-checks, runs every jest project, then at once the chaos suite's short form (test/chaos)
+# followed by the lifecycle fuzzer's (test/fuzz), and the container test (scripts/test-containers.sh). Node 24 is installed first when the machine's is older.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/scripts/services.sh"
@@ -26,12 +25,9 @@ ensure_warc_tools
 prepare_private_run "$root"
 npm run --silent check
 npm run --silent typecheck
-# The jest projects, then the chaos suite's short form (about 2-4 minutes; `npm run test:chaos` is
-# the full form) after a whole jest run only (a run of chosen test files skips it). The chaos suite
-# runs even when a jest test failed, so that one run reports both; each prints the time it took.
-# Two jest workers (JEST_WORKERS): a serial run left a third of this 2-core machine idle, as many
-# tests wait on a site's delays, a lease or an outage. Each worker gets a Redis of its own when the
-# run started its own (test/helpers/worker-redis.cjs).
+# The jest projects first, on two workers (JEST_WORKERS): a serial run left 44% of this 2-core
+# machine idle, as many tests wait on a site's delays, a lease or an outage. Each worker gets a Redis
+# of its own when the run started its own (test/helpers/worker-redis.cjs).
 workers="${JEST_WORKERS:-2}"
 redis_urls="$REDIS_URL"
 if [ "${#CRAWLFLEET_REDIS_PIDFILES[@]}" -gt 0 ]; then
@@ -44,26 +40,34 @@ started=$SECONDS
 jest_status=0
 REDIS_URLS="$redis_urls" node --experimental-vm-modules node_modules/jest/bin/jest.js --maxWorkers="$workers" --forceExit "$@" || jest_status=$?
 echo "jest: exit $jest_status after $((SECONDS - started)) s" >&2
-chaos_status=0
-if [ $# -eq 0 ]; then
-  started=$SECONDS
-  node test/chaos/run.mjs --short || chaos_status=$?
-  echo "chaos (short): exit $chaos_status after $((SECONDS - started)) s" >&2
-fi
-# Then the lifecycle fuzzer's short form (test/fuzz, docs/fuzzing.md: two seeded schedules of
-# operations, faults and features; about 4-5 minutes), also after a whole jest run only.
-fuzz_status=0
-if [ $# -eq 0 ]; then
-  started=$SECONDS
-  node test/fuzz/run.mjs --short || fuzz_status=$?
-  echo "fuzz (short): exit $fuzz_status after $((SECONDS - started)) s" >&2
-fi
-# Then docker-compose.yml in real containers (scripts/test-containers.sh: a Docker engine, Compose v5,
-# the image built; about 4-8 minutes), also after a whole jest run only.
+# After a whole jest run only (a run of chosen test files skips them), and even when a jest test
+# failed, so that one run reports all: two lanes at once, each on servers of its own. One runs the
+# chaos suite's short form (test/chaos; `npm run test:chaos` is the full form), then the lifecycle
+# fuzzer's (test/fuzz, docs/fuzzing.md: two seeded schedules of operations, faults and features);
+# the other docker-compose.yml in real containers (scripts/test-containers.sh: a Docker engine,
+# Compose v5, the images built). One after the other they took 29 minutes in one CI run; the chaos
+# lane is mostly FerretDB's one busy core, the containers lane the image builds. Each prints the
+# time it took.
+timed() { # name command...: runs it, then says how it ended and how long it took
+  local name="$1" started=$SECONDS status=0
+  shift
+  "$@" || status=$?
+  echo "$name: exit $status after $((SECONDS - started)) s" >&2
+  return $status
+}
+faults_status=0
 containers_status=0
-if [ $# -eq 0 ] && [ "${CRAWLFLEET_SKIP_CONTAINERS:-0}" != 1 ]; then
-  started=$SECONDS
-  bash "$root/scripts/test-containers.sh" || containers_status=$?
-  echo "containers: exit $containers_status after $((SECONDS - started)) s" >&2
+if [ $# -eq 0 ]; then
+  (
+    status=0
+    timed 'chaos (short)' node test/chaos/run.mjs --short || status=1
+    timed 'fuzz (short)' node test/fuzz/run.mjs --short || status=1
+    exit $status
+  ) &
+  faults_lane=$!
+  if [ "${CRAWLFLEET_SKIP_CONTAINERS:-0}" != 1 ]; then
+    timed containers bash "$root/scripts/test-containers.sh" || containers_status=$?
+  fi
+  wait "$faults_lane" || faults_status=$?
 fi
-[ "$jest_status" -eq 0 ] && [ "$chaos_status" -eq 0 ] && [ "$fuzz_status" -eq 0 ] && [ "$containers_status" -eq 0 ]
+[ "$jest_status" -eq 0 ] && [ "$faults_status" -eq 0 ] && [ "$containers_status" -eq 0 ]
