@@ -17,6 +17,7 @@ import {
   getCrawlState,
   PAUSED_PARK_MS,
   parkForPause,
+  partKeysOfUrl,
   pauseCrawl,
   promoteStranded,
   registerCrawl,
@@ -184,6 +185,27 @@ describe('races of a crawl life, on a real Redis', () => {
     // The next run sees the link as new: a seed admits it.
     const { layout } = await registerCrawl(redis, keys, 'reset-race', spider, SINK);
     expect((await admitAs(layout, ['http://h.test/2'])).seen).toBe(1);
+  });
+
+  test("an old run's retry after a reset and a new seed records nothing in the new run's partition (the fuzzer, seed 1191439978:long)", async () => {
+    const url = 'http://h.test/delayed';
+    const old = await crawlWith('delay-race', [url]);
+    expect(await cancelCrawl(redis, keys, queues, 'delay-race')).toBe('cancelled');
+    await forgetPartitions(redis, keys, queues, old);
+    await redis.unlink(...keys.crawlOwnKeys('delay-race'));
+    await new Promise((r) => setTimeout(r, 5));
+    // The next run admits the same URL: its fetch job has the same id, pending again.
+    const fresh = await crawlWith('delay-race', [url]);
+    expect(fresh.startedAt).not.toBe(old.startedAt);
+    const k = partKeysOfUrl(keys, fresh, url);
+    const [id] = await redis.smembers(k.pending.fetch);
+    // A worker of the old run, still on its job, retries it: nothing is recorded, nothing counted.
+    expect(await delayJob(redis, keys, old, 'fetch', id!, url, 'retries')).toBe(false);
+    expect(await redis.smembers(k.delayed.fetch)).toEqual([]);
+    expect(await redis.hget(k.counters, 'retries')).toBeNull();
+    // The new run's own retry is recorded.
+    expect(await delayJob(redis, keys, fresh, 'fetch', id!, url, 'retries')).toBe(true);
+    expect(await redis.smembers(k.delayed.fetch)).toEqual([id]);
   });
 
   test('item 4: a done check between the registration of a re-seed and its first admission cannot end the crawl under the seed', async () => {

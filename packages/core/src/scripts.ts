@@ -23,7 +23,7 @@ const SCRIPT_FILES = {
   takeReady: 'takeReady-6.lua',
   beginJob: 'beginJob-5.lua',
   finishJob: 'finishJob-12.lua',
-  delayJob: 'delayJob-5.lua',
+  delayJob: 'delayJob-6.lua',
   rewindUrl: 'rewindUrl-9.lua',
   replayDeadLetter: 'replayDeadLetter-8.lua',
   acquireHost: 'acquireHost-2.lua',

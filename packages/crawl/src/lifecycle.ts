@@ -176,7 +176,9 @@ export async function delayJob(
   parked = false,
 ): Promise<boolean> {
   const k = partKeysOfUrl(keys, layout, url);
-  return (await runScript<number>(redis, 'delayJob', [k.pending[stage], k.active[stage], k.delayed[stage], k.counters, k.parked[stage]], [id, counter, parked ? '1' : ''])) === 1;
+  return (
+    (await runScript<number>(redis, 'delayJob', [k.pending[stage], k.active[stage], k.delayed[stage], k.counters, k.parked[stage], k.part], [id, counter, parked ? '1' : '', layout.startedAt ?? ''])) === 1
+  );
 }
 
 /** Marks the crawl done if nothing of it is pending or waiting (after a resume, or a seed that admitted nothing new). */
