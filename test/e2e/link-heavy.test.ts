@@ -90,9 +90,12 @@ describe('a page with 200,000 links', () => {
       // mid-command stretches it (57 ms seen with a benchmark and two test runs on two cores). A
       // PING's round trip adds this test process's event-loop stalls and the machine's load too (124
       // and 506 ms seen in CI runs), so its bound is looser; both bound what the chunking prevents:
-      // one call for all 200,000 links held Redis for 2.4-6 s (12-30 ms per 1,000 URLs).
-      expect(slowestMs).toBeLessThan(100);
-      expect(worstPingMs).toBeLessThan(1000);
+      // one call for all 200,000 links held Redis for 2.4-6 s (12-30 ms per 1,000 URLs). The bounds
+      // sit well below that and well above what a loaded machine adds (a PING of 1,061 ms was seen
+      // in a CI run beside another jest worker): they tell the chunking from its absence, not a fast
+      // machine from a slow one.
+      expect(slowestMs).toBeLessThan(500);
+      expect(worstPingMs).toBeLessThan(2000);
     } finally {
       probing = false;
       await admin.config('SET', 'slowlog-log-slower-than', slowlogThreshold);
