@@ -177,7 +177,12 @@ export async function delayJob(
 ): Promise<boolean> {
   const k = partKeysOfUrl(keys, layout, url);
   return (
-    (await runScript<number>(redis, 'delayJob', [k.pending[stage], k.active[stage], k.delayed[stage], k.counters, k.parked[stage], k.part], [id, counter, parked ? '1' : '', layout.startedAt ?? ''])) === 1
+    (await runScript<number>(
+      redis,
+      'delayJob',
+      [k.pending[stage], k.active[stage], k.delayed[stage], k.counters, k.parked[stage], k.part],
+      [id, counter, parked ? '1' : '', layout.startedAt ?? ''],
+    )) === 1
   );
 }
 
