@@ -133,7 +133,7 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
         ),
       ).toBe(0);
       // A retry's or a deferral's script, which a crawl whose hosts' turns come from the frontier may not need.
-      expect(await runScript(redis, 'delayJob', [k.pending.fetch, k.active.fetch, k.delayed.fetch, k.counters, k.parked.fetch], ['fnot-pending', '', ''])).toBe(0);
+      expect(await runScript(redis, 'delayJob', [k.pending.fetch, k.active.fetch, k.delayed.fetch, k.counters, k.parked.fetch, k.part], ['fnot-pending', '', '', ''])).toBe(0);
       // gc's script, for crawls finished before a retention: this one finished after the cutoff (-1, left alone).
       const crawlKeys = new Keys('cf').crawl('on-cluster');
       expect(await runScript(redis, 'collectCrawl', [crawlKeys.meta, crawlKeys.seeding], ['2000-01-01T00:00:00Z', '0', new Date().toISOString()])).toBe(-1);
