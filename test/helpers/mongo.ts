@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, closeSync, openSync } from 'node:fs';
-import { MongoClient } from 'mongodb';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { mongoAnswers } from '../chaos/processes.mjs';
 import { tempDir } from './cli.js';
 import { freePort, waitForPort } from './ports.js';
 
@@ -14,22 +14,6 @@ export interface MongoServer {
   /** starts it again on the same port and data (FerretDB only) */
   start(): Promise<void>;
   controllable: boolean;
-}
-
-async function answersPing(url: string, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const client = new MongoClient(url, { serverSelectionTimeoutMS: 2000, connectTimeoutMS: 2000 });
-    try {
-      await client.db('admin').command({ ping: 1 });
-      return true;
-    } catch {
-      await new Promise((r) => setTimeout(r, 250));
-    } finally {
-      await client.close().catch(() => undefined);
-    }
-  }
-  return false;
 }
 
 /** MONGO_URL when it is set (for example a real MongoDB); otherwise a FerretDB of our own on loopback. */
@@ -58,7 +42,7 @@ export async function startMongo(dbName: string): Promise<MongoServer> {
   const start = async () => {
     for (let attempt = 1; ; attempt++) {
       await spawnServer();
-      if (await answersPing(`mongodb://127.0.0.1:${port}/`, 15_000)) return;
+      if (await mongoAnswers(`mongodb://127.0.0.1:${port}/`, 15_000)) return;
       appendFileSync(join(dir, 'ferretdb.log'), `--- no answer to ping; restarting it (attempt ${attempt}) ---\n`);
       const exited = new Promise((r) => child!.once('exit', r));
       child!.kill('SIGKILL');
