@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
+import { MongoClient } from 'mongodb';
 import { Keys, STAGES } from '@crawlfleet/core';
 import { allPartKeys, getDeadLetters, getStatus, loadLayout } from '@crawlfleet/crawl';
 import { ROLES, ROOT, runCli, startFleet } from './fleet.mjs';
