@@ -11,7 +11,7 @@ const root = join(import.meta.dirname, '..');
 const args = process.argv.slice(2);
 const overAt = args.indexOf('--over');
 const limit = overAt >= 0 ? Number(args[overAt + 1]) : undefined;
-const count = Number(args.find((a, i) => /^\d+$/.test(a) && i !== overAt + 1) ?? 10);
+const count = Number(args.find((a, i) => /^\d+$/.test(a) && (overAt < 0 || i !== overAt + 1)) ?? 10);
 
 function* sourceFiles(dir) {
   for (const name of readdirSync(dir)) {
