@@ -309,13 +309,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
   };
 
   const served = options.queue === 'render' ? ctx.queues.render : ctx.queues[stage];
-  const parkWhileEarlierRuns = async (job: Job, token?: string): Promise<never> => {
-    const waitMs = Math.max(1000, ctx.env.lockDurationMs / 2);
-    log.warn({ stage, jobId: job.id, url: job.data?.url, waitMs }, 'job taken again while its earlier run goes on here (its lock lapsed): parked');
-    await job.moveToDelayed(Date.now() + waitMs, token);
-    throw new DelayedError();
-  };
-  const worker = new Worker(served.name, oneRunPerJob(processor, parkWhileEarlierRuns), {
+  const worker = new Worker(served.name, oneRunPerJob(processor, parkWhileEarlierRuns(ctx, stage)), {
     connection: ctx.redis.duplicate(),
     prefix: options.queue === 'render' ? keys.renderQueuePrefix() : keys.queuePrefix(stage),
     concurrency: options.concurrency,
@@ -421,5 +415,15 @@ export function runningStage(stage: Stage, worker: Worker, cleanup: () => void |
       await worker.close();
       await cleanup();
     },
+  };
+}
+
+/** Parks a job taken again while its earlier run goes on in this process (oneRunPerJob), for half a lock. */
+function parkWhileEarlierRuns(ctx: FleetContext, stage: Stage): (job: Job, token?: string) => Promise<never> {
+  return async (job, token) => {
+    const waitMs = Math.max(1000, ctx.env.lockDurationMs / 2);
+    ctx.log.warn({ stage, jobId: job.id, url: job.data?.url, waitMs }, 'job taken again while its earlier run goes on here (its lock lapsed): parked');
+    await job.moveToDelayed(Date.now() + waitMs, token);
+    throw new DelayedError();
   };
 }

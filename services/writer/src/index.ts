@@ -157,7 +157,6 @@ export function startWriter(ctx: FleetContext, options: WriterOptions): RunningS
       // A write that only archives or records the page (a 404's answer, a page without items) leaves
       // the URL where its fetch or parse left it: a dead-lettered fetch stays replayable as before.
       const stays = data.items.length === 0 ? { url: { fingerprint, state: 'd' } } : {};
-      // `archived` counts the target URI once per run (finishJob), as the archive holds it once.
       return { counters: { written: data.items.length, ...(archivedUri ? { archived: 1 } : {}) }, ...(archivedUri ? { archivedUri } : {}), ...stays };
     },
   });
