@@ -2,6 +2,7 @@ import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
+import mongoose from 'mongoose';
 import { type Logger, validateSpider } from '@crawlfleet/core';
 import { type ItemsRejectedError, MongoSink, closeMongoConnections, mongoConnection } from '@crawlfleet/storage';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
@@ -377,5 +378,44 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       ['b', 1, 0],
     ]);
     await client.db(db).dropDatabase();
+  });
+
+  test('an item removed between the flush reading it and updating it is written again, not counted on an update that matched nothing', async () => {
+    const db = `${new URL(mongo.url).pathname.slice(1)}_gone`;
+    const url = mongo.url.replace(/\/[^/]*$/, `/${db}`);
+    // Fields of their own: the sink compiles a new model for them, after the hook below is in place.
+    const spider = validateSpider({ name: 'g', items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'x' }, gone: { css: 'y', type: 'number' } } }] });
+    let removeFirst = false;
+    // A real removal by another client, at the one moment that matters: after the flush's read saw
+    // the item unchanged, before its lastSeenAt update. The update then matches nothing, which the
+    // server acknowledges as success.
+    const hook = (schema: mongoose.Schema) =>
+      schema.pre('updateMany', async () => {
+        if (!removeFirst) return;
+        removeFirst = false;
+        await client
+          .db(db)
+          .collection('book')
+          .deleteOne({ _id: 'a' as never });
+      });
+    mongoose.plugin(hook);
+    try {
+      const sink = await MongoSink.open(url, spider, { batch: { maxItems: 10, maxWaitMs: 10 } });
+      const item = { type: 'book', url: 'http://h/a', upc: 'a', gone: 1, crawlId: 'c', fetchedAt: 't', spider: 'g' };
+      await sink.write([item]);
+      removeFirst = true;
+      await sink.write([item]);
+      await sink.close();
+      expect(removeFirst).toBe(false);
+      const stored = await client.db(db).collection('book').find({}).toArray();
+      expect(stored.map((d) => [d._id, d.gone, d.changes])).toEqual([['a', 1, 0]]);
+    } finally {
+      const plugins = (mongoose as unknown as { plugins: [unknown, unknown][] }).plugins;
+      plugins.splice(
+        plugins.findIndex(([fn]) => fn === hook),
+        1,
+      );
+      await client.db(db).dropDatabase();
+    }
   });
 });

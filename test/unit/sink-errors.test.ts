@@ -4,7 +4,7 @@ import { MongoClient, MongoServerError } from 'mongodb';
 import mongoose from 'mongoose';
 import { pino } from 'pino';
 import { validateSpider } from '@crawlfleet/core';
-import { MongoSink, classifySinkError, closeMongoConnections, isSinkUnavailable, type SinkErrorKind } from '@crawlfleet/storage';
+import { MongoSink, classifySinkError, closeMongoConnections, isSinkUnavailable, shortAcknowledgement, type SinkErrorKind } from '@crawlfleet/storage';
 import { MAX_OUTAGE_WAIT_MS, SinkOutages, outageWaitMs, sinkLabel } from '@crawlfleet/writer';
 import { freePort } from '../helpers/ports.js';
 import { startMongo, type MongoServer } from '../helpers/mongo.js';
@@ -205,5 +205,15 @@ describe("the writer's outage decisions", () => {
     ]);
     expect(lines[1]).toMatchObject({ sink: mongo, parkings: 500 });
     expect(gauge).toEqual([1, 0, 1]);
+  });
+});
+
+describe('an answer that acknowledged fewer documents than were written', () => {
+  it('is an error held and retried like an outage, never counted written', () => {
+    expect(shortAcknowledgement('insert', 3, 3)).toBeUndefined();
+    expect(shortAcknowledgement('insert', 3, undefined)).toBeUndefined();
+    const short = shortAcknowledgement('lastSeenAt update', 2, 1);
+    expect(short?.message).toBe('MongoDB acknowledged 1 of 2 documents of a lastSeenAt update');
+    expect(classifySinkError(short)).toBe('unavailable');
   });
 });

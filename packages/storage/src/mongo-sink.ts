@@ -5,7 +5,7 @@ import { redactUrl, retryDelay, type Item, type ItemRule, type Logger, type Spid
 import { Batcher, type BatcherOptions, type FlushOutcome } from './batcher.js';
 import { castItem, itemModelName, itemSchema } from './item-schema.js';
 import type { ItemSink } from './sink.js';
-import { classifySinkError, isDocumentFault } from './sink-errors.js';
+import { classifySinkError, isDocumentFault, shortAcknowledgement } from './sink-errors.js';
 
 /** MongoDB's document size limit; a larger item is refused here, as the server would refuse it. */
 const MAX_DOCUMENT_BYTES = 16 * 1024 * 1024;
@@ -291,7 +291,8 @@ export class MongoSink implements ItemSink {
         // Already cast, path by path: `lean` spares a second cast through a hydrated Document each.
         const newDocs = inserts.map((n) => ({ ...latest[n]!.item, _id: ids[n], firstSeenAt: now, lastSeenAt: now, contentHash: hashes[n], changes: 0 }));
         try {
-          await model.insertMany(newDocs, { ordered: false, lean: true });
+          const result = await model.insertMany(newDocs, { ordered: false, lean: true, rawResult: true });
+          throwIfShort('insert', newDocs.length, result.insertedCount);
         } catch (err) {
           const writeErrors = bulkWriteErrors(err);
           if (!writeErrors || writeErrors.some((we) => we.code !== 11000 && !isDocumentFault(we.code))) throw err;
@@ -304,7 +305,9 @@ export class MongoSink implements ItemSink {
       }
       for (const group of unchanged.values()) {
         const { item } = latest[group[0]!]!;
-        await model.updateMany({ _id: { $in: group.map((n) => ids[n]) } }, { $set: { lastSeenAt: now, crawlId: item.crawlId, fetchedAt: item.fetchedAt, spider: item.spider } }).exec();
+        const result = await model.updateMany({ _id: { $in: group.map((n) => ids[n]) } }, { $set: { lastSeenAt: now, crawlId: item.crawlId, fetchedAt: item.fetchedAt, spider: item.spider } }).exec();
+        // Fewer matched than were read a moment ago: some were removed since, and are inserted on the retry.
+        throwIfShort('lastSeenAt update', group.length, result.matchedCount);
       }
       if (changed.length > 0) {
         // mongoose casts each operation against the schema (a cast or strict-mode failure skips that
@@ -319,7 +322,10 @@ export class MongoSink implements ItemSink {
         for (let from = 0; from < ops.length; from += MAX_UPDATES_PER_BULK_WRITE) {
           let failures: OpFailure[];
           try {
-            failures = opFailures(await model.bulkWrite(ops.slice(from, from + MAX_UPDATES_PER_BULK_WRITE), { ordered: false })) ?? [];
+            const slice = ops.slice(from, from + MAX_UPDATES_PER_BULK_WRITE);
+            const result = await model.bulkWrite(slice, { ordered: false });
+            failures = opFailures(result) ?? [];
+            throwIfShort('update', slice.length - failures.length, result.matchedCount + result.upsertedCount);
           } catch (err) {
             const found = opFailures(err);
             if (!found || found.some((f) => !f.cast && !isDocumentFault(f.code))) throw err;
@@ -331,6 +337,11 @@ export class MongoSink implements ItemSink {
     }
     return outcome;
   }
+}
+
+function throwIfShort(operation: string, expected: number, acknowledged: number | undefined): void {
+  const short = shortAcknowledgement(operation, expected, acknowledged);
+  if (short) throw short;
 }
 
 interface OpFailure {

@@ -26,6 +26,7 @@ const UNAVAILABLE_CODES = new Set([6, 7, 89, 91, 134, 189, 262, 9001, 10107, 116
  * network (refused, reset, closed, timed out), server selection, a closed or cleared pool or client.
  */
 const UNAVAILABLE_NAMES = new Set([
+  'ShortAcknowledgementError',
   'MongoNetworkError',
   'MongoNetworkTimeoutError',
   'MongoServerSelectionError',
@@ -69,6 +70,27 @@ const DOCUMENT_FAULT_CODES = new Set([
   17280, // KeyTooLong
   17419, // document too large
 ]);
+
+/**
+ * The store acknowledged fewer documents than it was asked to write, with no per-document error to
+ * say why. Nothing may be counted written on such an answer: the flush is held and retried like an
+ * outage (the retry reads what is stored and writes the rest, by key, so it doubles nothing).
+ */
+export class ShortAcknowledgementError extends Error {
+  override readonly name = 'ShortAcknowledgementError';
+  constructor(
+    readonly operation: string,
+    readonly expected: number,
+    readonly acknowledged: number,
+  ) {
+    super(`MongoDB acknowledged ${acknowledged} of ${expected} documents of a ${operation}`);
+  }
+}
+
+/** Pure: the error for an answer that acknowledged fewer documents than were written, if it did. */
+export function shortAcknowledgement(operation: string, expected: number, acknowledged: number | undefined): ShortAcknowledgementError | undefined {
+  return acknowledged === undefined || acknowledged >= expected ? undefined : new ShortAcknowledgementError(operation, expected, acknowledged);
+}
 
 /** Pure: is this per-document write error the document's own fault? */
 export function isDocumentFault(code: number | undefined): boolean {
