@@ -1,6 +1,6 @@
 import { STAGES, runScript, type Keys, type PartKeys, type RedisClient } from '@crawlfleet/core';
 import { allPartKeys, type CrawlLayout } from './layout.js';
-import { copyStateToPartitions } from './registry.js';
+import { INJECTION_LEASE_MS, copyStateToPartitions } from './registry.js';
 
 /**
  * When is a crawl done? When none of its jobs is pending in any stage and no URL waits in any host
@@ -79,9 +79,6 @@ async function collect(redis: RedisClient, parts: PartKeys[]): Promise<Partition
     }),
   );
 }
-
-/** How long an injection's lease lasts unless renewed: a seeder or replay that died lets go after this. */
-export const INJECTION_LEASE_MS = 60_000;
 
 /**
  * Runs `work` (which brings URLs or jobs into the crawl from outside its jobs) as an injection: the

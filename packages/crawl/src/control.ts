@@ -3,8 +3,8 @@ import { STAGES, ConfigError, getStageJob, stageQueues, type Keys, type Queues, 
 import { settleCrawl } from './completion.js';
 import { takeFromFrontier } from './fetch-jobs.js';
 import { forgetLegacyCrawl, forgetPartitions } from './forget.js';
-import { CollectedCrawlError, forgetCollectedCrawl, isCollected } from './gc.js';
-import { allPartKeys, crawlTake, layoutOf, partKeysOfUrl, type CrawlLayout } from './layout.js';
+import { forgetCollectedCrawl, isCollected } from './gc.js';
+import { CollectedCrawlError, allPartKeys, crawlTake, layoutOf, partKeysOfUrl, type CrawlLayout } from './layout.js';
 import { delayJob } from './lifecycle.js';
 import { copyStateToPartitions, loadCrawl, type CrawlState } from './registry.js';
 import { sumOverCrawls } from './status.js';

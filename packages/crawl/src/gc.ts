@@ -1,4 +1,4 @@
-import { STAGES, ConfigError, stageQueues, runScript, type Keys, type Queues, type RedisClient } from '@crawlfleet/core';
+import { STAGES, stageQueues, runScript, type Keys, type Queues, type RedisClient } from '@crawlfleet/core';
 import { forgetLegacyCrawl, forgetPartitions, type Forgotten } from './forget.js';
 import { getStatus } from './status.js';
 import { summaryFields } from './summary.js';
@@ -22,18 +22,6 @@ import { summaryFields } from './summary.js';
  * A gc cut short after step 2 is finished by the next (the crawl is still in the crawl index, with
  * `gcParts`); two at once do the same work twice, harmlessly.
  */
-
-/** A collected crawl's id is refused for a new crawl: its URLs' index is gone, so it cannot be resumed. */
-export class CollectedCrawlError extends ConfigError {
-  constructor(
-    readonly crawlId: string,
-    collectedAt: string,
-  ) {
-    super(
-      `crawl ${crawlId} was collected by gc at ${collectedAt}: only its summary is left (crawlfleet status --crawl-id ${crawlId}). Choose another crawl id, or \`crawlfleet reset --crawl-id ${crawlId}\` to forget it and crawl it again from scratch`,
-    );
-  }
-}
 
 /** The collected index: the crawls of which only a summary is left. */
 export async function listCollectedCrawlIds(redis: RedisClient, keys: Keys): Promise<string[]> {

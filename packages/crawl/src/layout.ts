@@ -47,6 +47,18 @@ export class LegacyCrawlError extends ConfigError {
   }
 }
 
+/** A collected crawl's id is refused for a new crawl: its URLs' index is gone, so it cannot be resumed. */
+export class CollectedCrawlError extends ConfigError {
+  constructor(
+    readonly crawlId: string,
+    collectedAt: string,
+  ) {
+    super(
+      `crawl ${crawlId} was collected by gc at ${collectedAt}: only its summary is left (crawlfleet status --crawl-id ${crawlId}). Choose another crawl id, or \`crawlfleet reset --crawl-id ${crawlId}\` to forget it and crawl it again from scratch`,
+    );
+  }
+}
+
 /** Pure: the layout of a crawl from its meta fields; undefined for an unknown crawl. */
 export function layoutOf(crawlId: string, meta: { parts?: string | null | undefined; state?: string | null | undefined }): CrawlLayout | 'legacy' | undefined {
   if (!meta.state) return undefined;

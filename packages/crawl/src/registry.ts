@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import { ConfigError, runScript, storableSinkSpec, validateSpider, type Keys, type SinkSpec, type Spider, type SpiderModuleRef, type RedisClient } from '@crawlfleet/core';
-import { INJECTION_LEASE_MS } from './completion.js';
-import { CollectedCrawlError } from './gc.js';
-import { LegacyCrawlError, allPartKeys, layoutOf, type CrawlLayout } from './layout.js';
+import { CollectedCrawlError, LegacyCrawlError, allPartKeys, layoutOf, type CrawlLayout } from './layout.js';
 
 export { assertCrawlId } from '@crawlfleet/core';
+
+/** How long an injection's lease lasts unless renewed: a seeder or replay that died lets go after this. */
+export const INJECTION_LEASE_MS = 60_000;
 
 export const CRAWL_STATES = ['running', 'paused', 'done', 'failed', 'cancelled'] as const;
 export type CrawlState = (typeof CRAWL_STATES)[number];

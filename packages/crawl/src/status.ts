@@ -1,58 +1,11 @@
 import { STAGES, runScript, type Keys, type PartKeys, type Stage, type RedisClient } from '@crawlfleet/core';
-import { countersFromHash, type Counters } from './counters.js';
-import { allPartKeys, layoutOf, type CrawlLayout } from './layout.js';
+import type { CrawlStatus, HostBacklog, QueueCounts } from './crawl-status.js';
 import type { CrawlState } from './registry.js';
-import { collectedStatus, type CollectedMark } from './summary.js';
+import { countersFromHash } from './counters.js';
+import { allPartKeys, layoutOf, type CrawlLayout } from './layout.js';
+import { collectedStatus } from './summary.js';
 
-export interface QueueCounts {
-  waiting: number;
-  active: number;
-  delayed: number;
-  failed: number;
-}
-
-/** A host of the crawl with URLs waiting (an extension of the contract). */
-export interface HostBacklog {
-  host: string;
-  /** its URLs admitted and waiting in its queue */
-  waiting: number;
-  /** its URLs in the fetch stage now */
-  inFlight: number;
-  /** its concurrency and the delay between its starts (ms), as the frontier schedules it */
-  concurrency: number;
-  delayMs: number;
-  /** how long until the frontier hands out its next URL (ms; 0: now); null while it is at its concurrency */
-  nextTurnInMs: number | null;
-}
-
-export interface CrawlStatus {
-  crawlId: string;
-  spider: string;
-  state: CrawlState;
-  counters: Counters;
-  /**
-   * this crawl's jobs in each queue; `failed` counts its dead letters from that stage. The fetch
-   * stage's `waiting` includes the URLs still waiting in the frontier's host queues.
-   */
-  queues: Record<Stage, QueueCounts>;
-  /** URLs admitted and waiting in the frontier's host queues, not yet fetch jobs (an extension of the contract) */
-  frontier: number;
-  /** the hosts with the most URLs waiting, busiest first, at most STATUS_HOSTS (an extension of the contract) */
-  hosts: HostBacklog[];
-  /** the partitions (hash slots) the crawl's frontier is spread over (an extension of the contract) */
-  partitions: number;
-  /** a code spider's module: its path and the hash of its source (an extension of the contract) */
-  spiderModule?: { path: string; hash: string };
-  /** a sample of why items were counted invalid, most frequent first (an extension of the contract) */
-  invalidReasons?: Array<{ reason: string; count: number }>;
-  startedAt: string;
-  finishedAt: string | null;
-  /**
-   * present once gc collected the crawl (an extension of the contract): only its summary is left in
-   * Redis, so its counters are final and its queues, frontier and hosts empty
-   */
-  collected?: CollectedMark;
-}
+export type { CollectedMark, CrawlStatus, HostBacklog, QueueCounts } from './crawl-status.js';
 
 /** Hosts `status` lists. */
 export const STATUS_HOSTS = 20;

@@ -1,7 +1,7 @@
 import { STAGES, type SinkSpec, type Stage } from '@crawlfleet/core';
 import { countersFromHash } from './counters.js';
 import type { CrawlState } from './registry.js';
-import type { CrawlStatus, QueueCounts } from './status.js';
+import type { CrawlStatus, QueueCounts } from './crawl-status.js';
 
 /**
  * What is left of a crawl once gc collected it: its meta, rewritten to the state, spider name,
@@ -10,16 +10,6 @@ import type { CrawlStatus, QueueCounts } from './status.js';
  * so Redis keeps the hash as a listpack: about 400 bytes, whatever the crawl's size.
  */
 export type SummaryFields = Record<string, string>;
-
-/** How status marks a collected crawl (an extension of the contract's status object). */
-export interface CollectedMark {
-  /** when gc collected it */
-  at: string;
-  /** where its items went, described without credentials: `jsonl /data/books/items.jsonl`, `mongo mongodb://host/db` */
-  sink: string;
-  /** items durably stored in the sink (the `written` counter) */
-  items: number;
-}
 
 const COUNTER_FIELD = 'c.';
 
@@ -39,7 +29,7 @@ export function summaryFields(status: Pick<CrawlStatus, 'counters' | 'queues'>, 
 }
 
 /** Pure: the status object of a collected crawl from its meta: its final counters; no queues, hosts or partitions left. */
-export function collectedStatus(crawlId: string, meta: Record<string, string>): CrawlStatus & { collected: CollectedMark } {
+export function collectedStatus(crawlId: string, meta: Record<string, string>): CrawlStatus & { collected: NonNullable<CrawlStatus['collected']> } {
   const counters: Record<string, string> = {};
   for (const [field, value] of Object.entries(meta)) if (field.startsWith(COUNTER_FIELD)) counters[field.slice(COUNTER_FIELD.length)] = value;
   const dead = (stage: Stage) => Number(counters[`dead.${stage}`] ?? 0);
