@@ -1,4 +1,5 @@
 export * from './browser-pool.js';
+export * from './browser-redirects.js';
 export * from './chromium-launch.js';
 export * from './chromium-scratch.js';
 export * from './guard-proxy.js';

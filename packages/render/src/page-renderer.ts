@@ -2,6 +2,7 @@ import { NonRetryableError, RetryableError, renderSettings, type Logger, type Re
 import { addressPolicy, type AddressPolicy, type FetchResult, type ForbiddenAddressError } from '@crawlfleet/fetch';
 import type { BrowserContext, Page, Request, Response, Route, WebSocketRoute } from 'playwright-core';
 import type { BrowserPool } from './browser-pool.js';
+import { gateRedirects, redirectAnswer, verdictOfChain } from './browser-redirects.js';
 import { GuardProxy } from './guard-proxy.js';
 import { contentSelectors } from './script-built.js';
 
@@ -80,21 +81,26 @@ export class PageRenderer {
         const stop = () => void page.close({ runBeforeUnload: false }).catch(() => undefined);
         signal?.addEventListener('abort', stop, { once: true });
         const navigations = mainFrameNavigations(page);
+        const gate = await gateRedirects(page, url, followRedirect, maxRedirects);
+        // Where the chain left a plain request's rules: held at that hop (the gate), or, without
+        // one, judged after the load.
+        const stopOf = async () => gate?.verdict() ?? (await verdictOfChain(navigations.last(), followRedirect, maxRedirects));
         try {
           const rendered = await this.render(page, url, settings, contentSelectors(spider, url), spider.limits.maxResponseBytes, started, stats, departure).catch(async (err: unknown) => {
-            // A load that failed on a hop a plain request would not have followed (another origin's
-            // refusal, a guard's 403) is that hop's redirect, as a plain request would have met it.
-            const stop = await redirectStopOf(navigations.last(), followRedirect, maxRedirects, started);
-            if (stop) return stop;
+            // A load that failed on a hop a plain request would not have followed (held by the gate,
+            // another origin's refusal, a guard's 403) is that hop's redirect, as a plain request met it.
+            const stop = await stopOf();
+            if (stop) return redirectAnswer(stop, maxRedirects, started);
             throw (await this.forbiddenOf(proxy, navigations.last()?.url())) ?? err;
           });
-          const stop = rendered.redirects > 0 ? await redirectStopOf(navigations.last(), followRedirect, maxRedirects, started) : undefined;
-          if (stop) return stop;
+          const stop = rendered.redirects > 0 ? await stopOf() : undefined;
+          if (stop) return redirectAnswer(stop, maxRedirects, started);
           // The guard answers a refused plain-HTTP request 403: that is no site's block.
           const forbidden = rendered.status === 403 ? await this.forbiddenOf(proxy, rendered.url) : undefined;
           if (forbidden) throw forbidden;
           return { ...rendered, hostRequests: stats.hostRequests };
         } finally {
+          gate?.close();
           signal?.removeEventListener('abort', stop);
           this.onPage(stats);
           if (stats.overBudget > 0) this.log.debug({ url, ...stats, maxRequestsPerPage: settings.maxRequestsPerPage }, 'page made more requests than render.maxRequestsPerPage: the rest were refused');
@@ -301,48 +307,6 @@ function mainFrameNavigations(page: Page): { last(): Request | undefined } {
     if (last !== undefined || request.frame() === page.mainFrame()) last = request;
   });
   return { last: () => last };
-}
-
-/**
- * Pure: where a chain of redirects (its URLs, the requested one first) stops under a plain
- * request's rules: at the first hop it would not follow inline (`redirect`, the hop's index), or
- * past `maxRedirects` (`too-many`); undefined when the whole chain is one a plain request follows.
- */
-export function redirectStop(chain: readonly string[], followRedirect: (from: URL, to: URL) => boolean, maxRedirects: number): { kind: 'redirect'; hop: number } | { kind: 'too-many' } | undefined {
-  for (let hop = 0; hop + 1 < chain.length; hop++) {
-    if (!followRedirect(new URL(chain[hop]!), new URL(chain[hop + 1]!))) return { kind: 'redirect', hop };
-    if (hop + 1 > maxRedirects) return { kind: 'too-many' };
-  }
-  return undefined;
-}
-
-/**
- * The answer a plain request would have given where the browser's chain of redirects leaves its
- * rules (redirectStop): the 3xx of that hop, whose target the fetcher then takes as a new URL of the
- * crawl (scope, robots.txt, its host's turn, limits.maxRedirects), as it does a plain redirect.
- */
-async function redirectStopOf(last: Request | undefined, followRedirect: (from: URL, to: URL) => boolean, maxRedirects: number, started: number): Promise<FetchResult | undefined> {
-  const requests: Request[] = [];
-  for (let r: Request | null | undefined = last; r; r = r.redirectedFrom()) requests.unshift(r);
-  const stop = redirectStop(
-    requests.map((r) => r.url()),
-    followRedirect,
-    maxRedirects,
-  );
-  if (!stop) return undefined;
-  const url = requests[0]!.url();
-  if (stop.kind === 'too-many') throw new NonRetryableError('ERR_TOO_MANY_REDIRECTS', `more than ${maxRedirects} redirects (limits.maxRedirects) in the browser`, { url });
-  const from = requests[stop.hop]!;
-  const response = await from.response().catch(() => null);
-  return {
-    url: from.url(),
-    status: response?.status() ?? 302,
-    headers: { location: requests[stop.hop + 1]!.url() },
-    contentType: undefined,
-    body: Buffer.alloc(0),
-    elapsedMs: performance.now() - started,
-    redirects: stop.hop,
-  };
 }
 
 /** The page a request comes from; undefined when its frame is not known (a popup's first navigation, a service worker). */
