@@ -13,19 +13,27 @@ function* sourceFiles(dir) {
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);
     if (statSync(path).isDirectory()) yield* sourceFiles(path);
-    else if (name.endsWith('.ts') && !name.endsWith('.d.ts')) yield path;
+    else if (/\.(ts|tsx|mts|cts|js|mjs|cjs)$/.test(name) && !/\.d\.[cm]?ts$/.test(name)) yield path;
   }
 }
 
-/** Every module specifier a file imports or re-exports from. */
+/**
+ * Every module specifier a file reads: imports and re-exports, dynamic `import()`, type queries
+ * (`import('./x.js').T`), `import x = require()` and `require()`.
+ */
 function specifiersOf(path) {
   const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, false);
   const found = [];
-  for (const statement of source.statements) {
-    if ((ts.isImportDeclaration(statement) || ts.isExportDeclaration(statement)) && statement.moduleSpecifier && ts.isStringLiteral(statement.moduleSpecifier)) {
-      found.push(statement.moduleSpecifier.text);
-    }
-  }
+  const literal = (node) => (node && ts.isStringLiteralLike(node) ? found.push(node.text) : undefined);
+  const visit = (node) => {
+    if (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) literal(node.moduleSpecifier);
+    else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) literal(node.moduleReference.expression);
+    else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) literal(node.argument.literal);
+    else if (ts.isCallExpression(node) && (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === 'require')))
+      literal(node.arguments[0]);
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
   return found;
 }
 
@@ -76,6 +84,19 @@ export function circlesOf(graph) {
   return circles;
 }
 
+/** The source file a relative specifier names: `./x.js` is `./x.ts` when that is the file. */
+function sourceOf(target) {
+  for (const [from, to] of [
+    ['.js', '.ts'],
+    ['.mjs', '.mts'],
+    ['.cjs', '.cts'],
+    ['.js', '.tsx'],
+  ]) {
+    if (target.endsWith(from) && existsSync(target.slice(0, -from.length) + to)) return target.slice(0, -from.length) + to;
+  }
+  return target;
+}
+
 /** The two graphs: packages by their imports of each other, and each package's files by their relative imports. */
 export function importGraphs() {
   const packages = new Map();
@@ -91,7 +112,7 @@ export function importGraphs() {
       for (const spec of specifiersOf(path)) {
         const pkg = names.find((w) => spec === w.name || spec.startsWith(`${w.name}/`));
         if (pkg && pkg.name !== name) deps.add(pkg.name);
-        if (spec.startsWith('.')) edges.add(relative(root, resolve(dirname(path), spec.replace(/\.js$/, '.ts'))));
+        if (spec.startsWith('.')) edges.add(relative(root, sourceOf(resolve(dirname(path), spec))));
       }
     }
   }

@@ -209,11 +209,11 @@ describe("the writer's outage decisions", () => {
 });
 
 describe('an answer that acknowledged fewer documents than were written', () => {
-  it('is an error held and retried like an outage, never counted written', () => {
+  it('is an error, held and retried, never counted written; one that keeps coming back spends attempts (unknown, not unavailable)', () => {
     expect(shortAcknowledgement('insert', 3, 3)).toBeUndefined();
     expect(shortAcknowledgement('insert', 3, undefined)).toBeUndefined();
     const short = shortAcknowledgement('lastSeenAt update', 2, 1);
     expect(short?.message).toBe('MongoDB acknowledged 1 of 2 documents of a lastSeenAt update');
-    expect(classifySinkError(short)).toBe('unavailable');
+    expect(classifySinkError(short)).toBe('unknown');
   });
 });

@@ -3,14 +3,25 @@ import type { FetchResult } from '@crawlfleet/fetch';
 import type { CDPSession, Page, Request } from 'playwright-core';
 
 /**
+ * Pure: whether a plain request follows hop `hop` of a chain (0: the first redirect), from `from`
+ * to `to`: `redirect` where it would not follow inline, `too-many` past `maxRedirects`.
+ */
+export function hopStop(hop: number, from: string, to: string, followRedirect: (from: URL, to: URL) => boolean, maxRedirects: number): 'redirect' | 'too-many' | undefined {
+  if (!followRedirect(new URL(from), new URL(to))) return 'redirect';
+  if (hop + 1 > maxRedirects) return 'too-many';
+  return undefined;
+}
+
+/**
  * Pure: where a chain of redirects (its URLs, the requested one first) stops under a plain
  * request's rules: at the first hop it would not follow inline (`redirect`, the hop's index), or
  * past `maxRedirects` (`too-many`); undefined when the whole chain is one a plain request follows.
  */
 export function redirectStop(chain: readonly string[], followRedirect: (from: URL, to: URL) => boolean, maxRedirects: number): { kind: 'redirect'; hop: number } | { kind: 'too-many' } | undefined {
   for (let hop = 0; hop + 1 < chain.length; hop++) {
-    if (!followRedirect(new URL(chain[hop]!), new URL(chain[hop + 1]!))) return { kind: 'redirect', hop };
-    if (hop + 1 > maxRedirects) return { kind: 'too-many' };
+    const stop = hopStop(hop, chain[hop]!, chain[hop + 1]!, followRedirect, maxRedirects);
+    if (stop === 'redirect') return { kind: 'redirect', hop };
+    if (stop === 'too-many') return { kind: 'too-many' };
   }
   return undefined;
 }
@@ -69,11 +80,8 @@ interface PausedResponse {
   responseHeaders?: { name: string; value: string }[];
 }
 
-const withoutFragment = (url: string) => {
-  const u = new URL(url);
-  u.hash = '';
-  return u.href;
-};
+/** The statuses Chromium follows (net::HttpResponseHeaders::IsRedirectResponseCode); a 300 or 304 it renders. */
+const FOLLOWED = new Set([301, 302, 303, 307, 308]);
 
 /**
  * Holds the page's own navigation at each redirect until the hop is judged by a plain request's
@@ -82,6 +90,11 @@ const withoutFragment = (url: string) => {
  * hops are held where Chromium has received the 3xx and not yet followed it (CDP's Fetch domain at
  * the response stage, documents only). A refused hop fails the navigation; `verdict` says why.
  * Undefined where the browser has no CDP: the chain is then judged after the load (verdictOfChain).
+ *
+ * Every redirect of a main-frame document is a hop of the page's own navigation: any later
+ * navigation is refused before it reaches the network (pageRouter). Each hop is judged from the URL
+ * Chromium requested to its Location, in the order they come, so no URL is compared across two
+ * parsers (Chromium's and WHATWG's differ on percent-encoding).
  */
 export async function gateRedirects(page: Page, url: string, followRedirect: (from: URL, to: URL) => boolean, maxRedirects: number): Promise<RedirectGate | undefined> {
   let session: CDPSession;
@@ -90,27 +103,25 @@ export async function gateRedirects(page: Page, url: string, followRedirect: (fr
   } catch {
     return undefined;
   }
-  const chain = [withoutFragment(url)];
+  let hops = 0;
   let verdict: RedirectVerdict | undefined;
   let mainFrame: string | undefined;
   const judge = (event: PausedResponse): 'continue' | 'stop' => {
     const status = event.responseStatusCode;
     const location = event.responseHeaders?.find((h) => h.name.toLowerCase() === 'location')?.value;
-    // Only the page's own chain: its main frame, the URL the last hop led to, a 3xx that leads on.
-    if (verdict || event.frameId !== mainFrame || status === undefined || status < 300 || status > 399 || !location) return 'continue';
-    if (withoutFragment(event.request.url) !== chain[chain.length - 1]) return 'continue';
+    if (verdict || event.frameId !== mainFrame || status === undefined || !FOLLOWED.has(status) || !location) return 'continue';
     let target: string;
     try {
-      target = withoutFragment(new URL(location, event.request.url).href);
+      target = new URL(location, event.request.url).href;
     } catch {
-      return 'continue'; // a Location that is no URL: the browser fails the navigation itself
+      return 'continue'; // a Location that is no URL: Chromium fails the navigation itself (ERR_INVALID_REDIRECT)
     }
-    const stop = redirectStop([...chain, target], followRedirect, maxRedirects);
-    if (!stop) {
-      chain.push(target);
+    const stop = hopStop(hops, event.request.url, target, followRedirect, maxRedirects);
+    if (stop === undefined) {
+      hops++;
       return 'continue';
     }
-    verdict = stop.kind === 'too-many' ? { kind: 'too-many', url: chain[0]! } : { kind: 'redirect', url: event.request.url, status, location: target, hop: chain.length - 1 };
+    verdict = stop === 'too-many' ? { kind: 'too-many', url } : { kind: 'redirect', url: event.request.url, status, location: target, hop: hops };
     return 'stop';
   };
   session.on('Fetch.requestPaused', (event: PausedResponse) => {
@@ -125,16 +136,14 @@ export async function gateRedirects(page: Page, url: string, followRedirect: (fr
     // The page may close (its deadline) while a response is held: nothing is left to answer then.
     answer.catch(() => undefined);
   });
+  // Not awaited: a page whose script spins for ever answers no detach, and closing the page ends the session anyway.
+  const close = () => void session.detach().catch(() => undefined);
   try {
     mainFrame = (await session.send('Page.getFrameTree')).frameTree.frame.id;
     await session.send('Fetch.enable', { patterns: [{ urlPattern: '*', resourceType: 'Document', requestStage: 'Response' }] });
   } catch {
-    await session.detach().catch(() => undefined);
+    close();
     return undefined;
   }
-  return {
-    verdict: () => verdict,
-    // Not awaited: a page whose script spins for ever answers no detach, and closing the page ends the session anyway.
-    close: () => void session.detach().catch(() => undefined),
-  };
+  return { verdict: () => verdict, close };
 }

@@ -139,6 +139,8 @@ export class MongoSink implements ItemSink {
   private renewedAt = 0;
   /** the connection the models are bound to, and the models, one per item type */
   private bound: Connection | undefined;
+  /** false for a client whose write concern is w: 0 (its writes report no counts) */
+  private acknowledged = true;
   private models = new Map<string, ItemModel>();
 
   private constructor(
@@ -181,6 +183,8 @@ export class MongoSink implements ItemSink {
       models.set(rule.type, { model, key: rule.key ?? 'url' });
     }
     this.models = models;
+    // A MONGO_URL with w=0 asks for writes nobody acknowledges: they report no counts to check.
+    this.acknowledged = conn.getClient().writeConcern?.w !== 0;
     this.bound = conn;
   }
 
@@ -292,10 +296,11 @@ export class MongoSink implements ItemSink {
         const newDocs = inserts.map((n) => ({ ...latest[n]!.item, _id: ids[n], firstSeenAt: now, lastSeenAt: now, contentHash: hashes[n], changes: 0 }));
         try {
           const result = await model.insertMany(newDocs, { ordered: false, lean: true, rawResult: true });
-          throwIfShort('insert', newDocs.length, result.insertedCount);
+          throwIfShort('insert', newDocs.length, this.acknowledged && result.acknowledged, result.insertedCount);
         } catch (err) {
           const writeErrors = bulkWriteErrors(err);
-          if (!writeErrors || writeErrors.some((we) => we.code !== 11000 && !isDocumentFault(we.code))) throw err;
+          // A write-concern error comes with no per-document error: nothing of the batch is known stored.
+          if (!writeErrors?.length || hasWriteConcernError(err) || writeErrors.some((we) => we.code !== 11000 && !isDocumentFault(we.code))) throw err;
           for (const we of writeErrors) {
             // Another writer inserted it a moment ago: update it instead.
             if (we.code === 11000) changed.push(inserts[we.index]!);
@@ -307,7 +312,7 @@ export class MongoSink implements ItemSink {
         const { item } = latest[group[0]!]!;
         const result = await model.updateMany({ _id: { $in: group.map((n) => ids[n]) } }, { $set: { lastSeenAt: now, crawlId: item.crawlId, fetchedAt: item.fetchedAt, spider: item.spider } }).exec();
         // Fewer matched than were read a moment ago: some were removed since, and are inserted on the retry.
-        throwIfShort('lastSeenAt update', group.length, result.matchedCount);
+        throwIfShort('lastSeenAt update', group.length, this.acknowledged && result.acknowledged, result.matchedCount);
       }
       if (changed.length > 0) {
         // mongoose casts each operation against the schema (a cast or strict-mode failure skips that
@@ -325,10 +330,10 @@ export class MongoSink implements ItemSink {
             const slice = ops.slice(from, from + MAX_UPDATES_PER_BULK_WRITE);
             const result = await model.bulkWrite(slice, { ordered: false });
             failures = opFailures(result) ?? [];
-            throwIfShort('update', slice.length - failures.length, result.matchedCount + result.upsertedCount);
+            throwIfShort('update', slice.length - failures.length, this.acknowledged, result.matchedCount + result.upsertedCount);
           } catch (err) {
             const found = opFailures(err);
-            if (!found || found.some((f) => !f.cast && !isDocumentFault(f.code))) throw err;
+            if (!found?.length || hasWriteConcernError(err) || found.some((f) => !f.cast && !isDocumentFault(f.code))) throw err;
             failures = found;
           }
           for (const f of failures) refuse(changed[from + f.index]!, f.message);
@@ -339,10 +344,21 @@ export class MongoSink implements ItemSink {
   }
 }
 
-function throwIfShort(operation: string, expected: number, acknowledged: number | undefined): void {
-  const short = shortAcknowledgement(operation, expected, acknowledged);
+/**
+ * Throws ShortAcknowledgementError when the server acknowledged fewer documents than `expected`
+ * (inserted; matched; or matched and upserted). An unacknowledged write (w: 0) reports no counts.
+ */
+function throwIfShort(operation: string, expected: number, acknowledged: boolean, count: number): void {
+  if (!acknowledged) return;
+  const short = shortAcknowledgement(operation, expected, count);
   if (short) throw short;
 }
+
+/** A bulk write error that also carries a write-concern error (the driver's BulkWriteResult.getWriteConcernError). */
+const hasWriteConcernError = (err: unknown) => {
+  const e = err as { writeConcernError?: unknown; result?: { getWriteConcernError?: () => unknown } } | null;
+  return Boolean(e?.writeConcernError) || (typeof e?.result?.getWriteConcernError === 'function' && Boolean(e.result.getWriteConcernError()));
+};
 
 interface OpFailure {
   index: number;

@@ -26,7 +26,6 @@ const UNAVAILABLE_CODES = new Set([6, 7, 89, 91, 134, 189, 262, 9001, 10107, 116
  * network (refused, reset, closed, timed out), server selection, a closed or cleared pool or client.
  */
 const UNAVAILABLE_NAMES = new Set([
-  'ShortAcknowledgementError',
   'MongoNetworkError',
   'MongoNetworkTimeoutError',
   'MongoServerSelectionError',
@@ -73,8 +72,10 @@ const DOCUMENT_FAULT_CODES = new Set([
 
 /**
  * The store acknowledged fewer documents than it was asked to write, with no per-document error to
- * say why. Nothing may be counted written on such an answer: the flush is held and retried like an
- * outage (the retry reads what is stored and writes the rest, by key, so it doubles nothing).
+ * say why. Nothing may be counted written on such an answer: the flush is held and retried (the
+ * retry reads what is stored and writes the rest, by key, so it doubles nothing). Its kind is
+ * `unknown`, not `unavailable`: one that keeps coming back spends the job's attempts and ends in the
+ * dead-letter set with this message, instead of parking the job for ever.
  */
 export class ShortAcknowledgementError extends Error {
   override readonly name = 'ShortAcknowledgementError';
