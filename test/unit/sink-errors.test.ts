@@ -214,6 +214,7 @@ describe('an answer that acknowledged fewer documents than were written', () => 
     expect(shortAcknowledgement('insert', 3, undefined)).toBeUndefined();
     const short = shortAcknowledgement('lastSeenAt update', 2, 1);
     expect(short?.message).toBe('MongoDB acknowledged 1 of 2 documents of a lastSeenAt update');
+    expect(short?.code).toBe('ERR_SINK_SHORT_ACK');
     expect(classifySinkError(short)).toBe('unknown');
   });
 });

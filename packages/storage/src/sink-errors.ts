@@ -79,6 +79,8 @@ const DOCUMENT_FAULT_CODES = new Set([
  */
 export class ShortAcknowledgementError extends Error {
   override readonly name = 'ShortAcknowledgementError';
+  /** the code of its dead letter, when it keeps coming back */
+  readonly code = 'ERR_SINK_SHORT_ACK';
   constructor(
     readonly operation: string,
     readonly expected: number,
