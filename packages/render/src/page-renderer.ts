@@ -80,7 +80,7 @@ export class PageRenderer {
         // Past the job's deadline the page is closed: whatever the render awaits then fails.
         const stop = () => void page.close({ runBeforeUnload: false }).catch(() => undefined);
         signal?.addEventListener('abort', stop, { once: true });
-        const navigations = mainFrameNavigations(page);
+        const navigations = mainFrameNavigations(page, departure.record);
         const gate = await gateRedirects(page, url, followRedirect, maxRedirects);
         // Where the chain left a plain request's rules: held at that hop (the gate), or, without
         // one, judged after the load.
@@ -299,12 +299,23 @@ function clientRedirect(response: Response, target: string, started: number): Fe
 }
 
 /** The page's main-frame navigation requests as they come: the last one ends the chain of redirects the browser followed. */
-function mainFrameNavigations(page: Page): { last(): Request | undefined } {
+/**
+ * The page's own navigation and the redirects it met (`last`). A later navigation of the main frame
+ * is a departure, told to `onDeparture` as pageRouter tells its refusals: pageRouter does not see
+ * every one (a script's `location.replace` during the first document's parse was seen reaching the
+ * site in about one load in three under load), and one that went through must still answer as the
+ * page's redirect, not as the page.
+ */
+function mainFrameNavigations(page: Page, onDeparture: (request: Request) => void): { last(): Request | undefined } {
   let last: Request | undefined;
-  // The page's own navigation and the redirects it met, not a later navigation (refused anyway).
   page.on('request', (request) => {
-    if (!request.isNavigationRequest() || (last !== undefined && request.redirectedFrom() !== last)) return;
-    if (last !== undefined || request.frame() === page.mainFrame()) last = request;
+    if (!request.isNavigationRequest()) return;
+    if (last === undefined) {
+      if (request.frame() === page.mainFrame()) last = request;
+      return;
+    }
+    if (request.redirectedFrom() === last) last = request;
+    else if (request.frame() === page.mainFrame() && request.redirectedFrom() === null) onDeparture(request);
   });
   return { last: () => last };
 }
