@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import mongoose, { type Connection, type Model, type Schema } from 'mongoose';
+import mongoose, { type AnyBulkWriteOperation, type Connection, type Model, type Schema } from 'mongoose';
 import { calculateObjectSize } from 'bson';
 import { redactUrl, retryDelay, type Item, type ItemRule, type Logger, type Spider } from '@crawlfleet/core';
 import { Batcher, type BatcherOptions, type FlushOutcome } from './batcher.js';
@@ -324,23 +324,34 @@ export class MongoSink implements ItemSink {
             upsert: true,
           },
         }));
-        for (let from = 0; from < ops.length; from += MAX_UPDATES_PER_BULK_WRITE) {
-          let failures: OpFailure[];
-          try {
-            const slice = ops.slice(from, from + MAX_UPDATES_PER_BULK_WRITE);
-            const result = await model.bulkWrite(slice, { ordered: false });
-            failures = opFailures(result) ?? [];
-            throwIfShort('update', slice.length - failures.length, this.acknowledged, result.matchedCount + result.upsertedCount);
-          } catch (err) {
-            const found = opFailures(err);
-            if (!found?.length || hasWriteConcernError(err) || found.some((f) => !f.cast && !isDocumentFault(f.code))) throw err;
-            failures = found;
-          }
-          for (const f of failures) refuse(changed[from + f.index]!, f.message);
-        }
+        const failures = await this.bulkUpdate(model, ops);
+        for (const f of failures) refuse(changed[f.index]!, f.message);
       }
     }
     return outcome;
+  }
+
+  /**
+   * Runs the updates in bulk writes of MAX_UPDATES_PER_BULK_WRITE, and returns the operations refused
+   * for their document (index into `ops`); anything else fails the flush, a short answer included.
+   */
+  private async bulkUpdate(model: Model<StoredItem>, ops: AnyBulkWriteOperation[]): Promise<OpFailure[]> {
+    const refused: OpFailure[] = [];
+    for (let from = 0; from < ops.length; from += MAX_UPDATES_PER_BULK_WRITE) {
+      let failures: OpFailure[];
+      try {
+        const slice = ops.slice(from, from + MAX_UPDATES_PER_BULK_WRITE);
+        const result = await model.bulkWrite(slice, { ordered: false });
+        failures = opFailures(result) ?? [];
+        throwIfShort('update', slice.length - failures.length, this.acknowledged, result.matchedCount + result.upsertedCount);
+      } catch (err) {
+        const found = opFailures(err);
+        if (!found?.length || hasWriteConcernError(err) || found.some((f) => !f.cast && !isDocumentFault(f.code))) throw err;
+        failures = found;
+      }
+      for (const f of failures) refused.push({ ...f, index: from + f.index });
+    }
+    return refused;
   }
 }
 
