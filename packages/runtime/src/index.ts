@@ -7,3 +7,6 @@ export * from './backpressure.js';
 export * from './shutdown.js';
 export * from './metrics-server.js';
 export * from './reconciler.js';
+export * from './stage-result.js';
+export * from './job-ending.js';
+export * from './end-job.js';
