@@ -3,7 +3,7 @@ import { createReadStream } from 'node:fs';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { ConfigError, errorMessage, type Logger, type SinkSpec, type Spider, type SpiderModuleRef } from '@crawlfleet/core';
-import { admitAndEnqueue, crawlTake, newCrawlId, partKeysOfUrl, registerCrawl, whileInjecting } from '@crawlfleet/crawl';
+import { admitAndEnqueue, crawlTake, newCrawlId, partKeysOfUrl, registerCrawl, whileInjecting, type CrawlLayout } from '@crawlfleet/crawl';
 import { UserAgentRotation, makeLookup, newSitemapWalkStats, parseHostResolve, sitemapEntries, sitemapSkipped, type SitemapWalkStats } from '@crawlfleet/fetch';
 import { allowedHosts, canonicalizeUrl, hostAllowed, type Candidate } from '@crawlfleet/frontier';
 import type { FleetContext } from '@crawlfleet/runtime';
@@ -104,14 +104,9 @@ async function* batchesOf<T, U>(source: AsyncIterable<T> | Iterable<T>, size: nu
  */
 export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promise<SeedResult> {
   const { spider } = options;
-  const known = options.known ?? [];
-  const recrawl = options.known !== undefined;
-  const urls = [...(recrawl ? [] : spider.startUrls.map((u, i) => canonicalSeed(u, `startUrls[${i}]`))), ...(options.urls ?? []).map((u) => canonicalSeed(u, 'URL argument'))];
-  const inFile = options.urlsFile ? await checkUrlsFile(options.urlsFile) : 0;
-  const sitemaps = recrawl ? [] : [...(spider.sitemapUrls ?? []), ...(options.sitemaps ?? []).map((u) => canonicalSeed(u, '--sitemap'))];
-  if (urls.length === 0 && inFile === 0 && sitemaps.length === 0 && known.length === 0) throw new ConfigError(`spider "${spider.name}" has no startUrls and no URLs were given`);
+  const sources = await seedSources(options);
   const walk = newSitemapWalkStats();
-  const fromSitemaps = batchesOf(sitemapCandidates(ctx, spider, sitemaps, walk), SEED_BATCH, (c) => c);
+  const fromSitemaps = batchesOf(sitemapCandidates(ctx, spider, sources.sitemaps, walk), SEED_BATCH, (c) => c);
   const first = await fromSitemaps.next();
   const crawlId = options.crawlId ?? newCrawlId(spider.name);
   const injection = `seed:${randomUUID()}`;
@@ -125,11 +120,7 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
   }
   const { created, layout } = registered;
   await options.afterRegister?.();
-  const crawl = { ...layout, spider };
-  const take = crawlTake(ctx.env.frontierWindow, layout, spider);
-  const admit = (candidates: Candidate[]) => admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, crawl, candidates, { take });
-  const seeds = (list: string[]): Candidate[] => list.map(seedCandidate);
-  const admitStream = (batches: AsyncIterable<Candidate[]>, what: string, progress: () => Record<string, number>) => admitInBatches({ log: ctx.log, crawlId, admit }, batches, what, progress);
+  const firstSitemapBatch = first.done ? [] : first.value;
   // Seeds are admitted a batch at a time, and fast workers may finish the first batch before the
   // next is admitted: as an injection, the seeding holds the crawl open until it ends (and a seeder
   // that dies lets go when its lease lapses); then the crawl is checked for completion.
@@ -138,35 +129,70 @@ export async function seedCrawl(ctx: FleetContext, options: SeedOptions): Promis
     ctx.keys,
     layout,
     injection,
-    async () => {
-      try {
-        let seen = (await admit([...seeds(urls), ...(first.done ? [] : first.value)])).seen;
-        if (known.length > 0)
-          seen += await admitStream(
-            batchesOf(known, SEED_BATCH, (c) => c),
-            'the known URLs',
-            () => ({ of: known.length }),
-          );
-        seen += await admitStream(fromSitemaps, 'sitemaps', () => ({ files: walk.files }));
-        if (options.urlsFile) seen += await admitStream(batchesOf(urlsOfFile(options.urlsFile), SEED_BATCH, seedCandidate), 'the URLs file', () => ({ of: inFile }));
-        return seen;
-      } catch (err) {
-        ctx.log.warn({ crawlId, err: errorMessage(err) }, `seeding stopped part way: crawl ${crawlId} keeps the URLs admitted so far; seed it again with --crawl-id ${crawlId} to go on`);
-        throw err;
-      } finally {
-        // What the sitemap bounds left out counts as skipped, as the frontier counts what limits refuse.
-        const skipped = sitemapSkipped(walk);
-        if (skipped > 0) await ctx.redis.hincrby(partKeysOfUrl(ctx.keys, layout, sitemaps[0]!).counters, 'skipped', skipped);
-      }
-    },
+    () => admitSources(ctx, { crawlId, layout, spider, urlsFile: options.urlsFile }, sources, { firstSitemapBatch, fromSitemaps, walk }),
     false,
     true,
   );
+  const { urls, inFile } = sources;
   ctx.log.info(
     { crawlId, created, admitted, seeds: urls.length + inFile, fromSitemaps: walk.urls, sitemapFiles: walk.files, partitions: layout.parts },
     created ? 'crawl registered' : 'crawl resumed',
   );
   return { crawlId, created, admitted };
+}
+
+/** What a seeding run admits: URLs (the start URLs unless a recrawl, and the arguments), a URLs file's count, sitemaps, known URLs. */
+interface SeedSources {
+  urls: string[];
+  inFile: number;
+  sitemaps: string[];
+  known: Candidate[];
+}
+
+/** The seeding run's sources, each checked (a bad URL, a bad line of the URLs file: ConfigError, before anything is seeded). */
+async function seedSources(options: SeedOptions): Promise<SeedSources> {
+  const { spider } = options;
+  const known = options.known ?? [];
+  const recrawl = options.known !== undefined;
+  const urls = [...(recrawl ? [] : spider.startUrls.map((u, i) => canonicalSeed(u, `startUrls[${i}]`))), ...(options.urls ?? []).map((u) => canonicalSeed(u, 'URL argument'))];
+  const inFile = options.urlsFile ? await checkUrlsFile(options.urlsFile) : 0;
+  const sitemaps = recrawl ? [] : [...(spider.sitemapUrls ?? []), ...(options.sitemaps ?? []).map((u) => canonicalSeed(u, '--sitemap'))];
+  if (urls.length === 0 && inFile === 0 && sitemaps.length === 0 && known.length === 0) throw new ConfigError(`spider "${spider.name}" has no startUrls and no URLs were given`);
+  return { urls, inFile, sitemaps, known };
+}
+
+/** Admits every source of a seeding run in turn, batch by batch; returns how many URLs were new. */
+async function admitSources(
+  ctx: FleetContext,
+  target: { crawlId: string; layout: CrawlLayout; spider: Spider; urlsFile: string | undefined },
+  sources: SeedSources,
+  sitemapsRead: { firstSitemapBatch: Candidate[]; fromSitemaps: AsyncIterable<Candidate[]>; walk: SitemapWalkStats },
+): Promise<number> {
+  const { crawlId, layout, spider, urlsFile } = target;
+  const { urls, inFile, sitemaps, known } = sources;
+  const { firstSitemapBatch, fromSitemaps, walk } = sitemapsRead;
+  const take = crawlTake(ctx.env.frontierWindow, layout, spider);
+  const admit = (candidates: Candidate[]) => admitAndEnqueue(ctx.redis, ctx.keys, ctx.queues, { ...layout, spider }, candidates, { take });
+  const admitStream = (batches: AsyncIterable<Candidate[]>, what: string, progress: () => Record<string, number>) => admitInBatches({ log: ctx.log, crawlId, admit }, batches, what, progress);
+  try {
+    let seen = (await admit([...urls.map(seedCandidate), ...firstSitemapBatch])).seen;
+    if (known.length > 0)
+      seen += await admitStream(
+        batchesOf(known, SEED_BATCH, (c) => c),
+        'the known URLs',
+        () => ({ of: known.length }),
+      );
+    seen += await admitStream(fromSitemaps, 'sitemaps', () => ({ files: walk.files }));
+    if (urlsFile) seen += await admitStream(batchesOf(urlsOfFile(urlsFile), SEED_BATCH, seedCandidate), 'the URLs file', () => ({ of: inFile }));
+    return seen;
+  } catch (err) {
+    ctx.log.warn({ crawlId, err: errorMessage(err) }, `seeding stopped part way: crawl ${crawlId} keeps the URLs admitted so far; seed it again with --crawl-id ${crawlId} to go on`);
+    throw err;
+  } finally {
+    // What the sitemap bounds left out counts as skipped, as the frontier counts what limits refuse.
+    const skipped = sitemapSkipped(walk);
+    if (skipped > 0) await ctx.redis.hincrby(partKeysOfUrl(ctx.keys, layout, sitemaps[0]!).counters, 'skipped', skipped);
+  }
 }
 
 /** Admits a stream of batches, logging progress every SEED_PROGRESS_EVERY URLs; returns how many were new. */
