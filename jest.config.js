@@ -12,8 +12,11 @@ const common = {
 export default {
   testTimeout: 360_000,
   testSequencer: '<rootDir>/test/helpers/sequencer.cjs',
+  // The tiers (`npm run test:unit`, `test:services`, `test:e2e`): pure logic on plain data and real
+  // pages, no server; one Redis or one FerretDB, no fleet; the fleet end to end, its processes and sites.
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    { ...common, displayName: 'services', testMatch: ['<rootDir>/test/services/**/*.test.ts'] },
     { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.test.ts'], testTimeout: 360_000 },
   ],
 };

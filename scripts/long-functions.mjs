@@ -8,10 +8,6 @@ import { join, relative } from 'node:path';
 import ts from 'typescript';
 
 const root = join(import.meta.dirname, '..');
-const args = process.argv.slice(2);
-const overAt = args.indexOf('--over');
-const limit = overAt >= 0 ? Number(args[overAt + 1]) : undefined;
-const count = Number(args.find((a, i) => /^\d+$/.test(a) && (overAt < 0 || i !== overAt + 1)) ?? 10);
 
 function* sourceFiles(dir) {
   for (const name of readdirSync(dir)) {
@@ -30,29 +26,45 @@ function nameOf(node, source) {
   return '(anonymous)';
 }
 
-const found = [];
-for (const top of ['packages', 'services']) {
-  for (const unit of readdirSync(join(root, top))) {
-    const src = join(root, top, unit, 'src');
-    if (!statSync(src, { throwIfNoEntry: false })?.isDirectory()) continue;
-    for (const file of sourceFiles(src)) {
-      const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
-      const visit = (node) => {
-        if (ts.isFunctionLike(node) && 'body' in node && node.body) {
-          const first = source.getLineAndCharacterOfPosition(node.getStart(source)).line;
-          const last = source.getLineAndCharacterOfPosition(node.getEnd()).line;
-          found.push({ lines: last - first + 1, where: `${relative(root, file)}:${first + 1}`, name: nameOf(node, source) });
-        }
-        ts.forEachChild(node, visit);
-      };
-      visit(source);
+/** Every function with a body in one file's text: its lines from first to last, its name, and where. */
+export function functionsOf(text, where) {
+  const source = ts.createSourceFile(where, text, ts.ScriptTarget.Latest, true);
+  const found = [];
+  const visit = (node) => {
+    if (ts.isFunctionLike(node) && 'body' in node && node.body) {
+      const first = source.getLineAndCharacterOfPosition(node.getStart(source)).line;
+      const last = source.getLineAndCharacterOfPosition(node.getEnd()).line;
+      found.push({ lines: last - first + 1, where: `${where}:${first + 1}`, name: nameOf(node, source) });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/** The product's functions (packages/*\/src, services/*\/src), longest first. */
+export function productFunctions() {
+  const found = [];
+  for (const top of ['packages', 'services']) {
+    for (const unit of readdirSync(join(root, top))) {
+      const src = join(root, top, unit, 'src');
+      if (!statSync(src, { throwIfNoEntry: false })?.isDirectory()) continue;
+      for (const file of sourceFiles(src)) found.push(...functionsOf(readFileSync(file, 'utf8'), relative(root, file)));
     }
   }
+  return found.sort((a, b) => b.lines - a.lines);
 }
-found.sort((a, b) => b.lines - a.lines);
-for (const f of found.slice(0, count)) console.log(`${String(f.lines).padStart(4)}  ${f.name}  ${f.where}`);
-if (limit !== undefined) {
-  const over = found.filter((f) => f.lines > limit);
-  console.log(`${over.length} of ${found.length} functions are longer than ${limit} lines`);
-  process.exit(over.length > 0 ? 1 : 0);
+
+if (process.argv[1] === import.meta.filename) {
+  const args = process.argv.slice(2);
+  const overAt = args.indexOf('--over');
+  const limit = overAt >= 0 ? Number(args[overAt + 1]) : undefined;
+  const count = Number(args.find((a, i) => /^\d+$/.test(a) && (overAt < 0 || i !== overAt + 1)) ?? 10);
+  const found = productFunctions();
+  for (const f of found.slice(0, count)) console.log(`${String(f.lines).padStart(4)}  ${f.name}  ${f.where}`);
+  if (limit !== undefined) {
+    const over = found.filter((f) => f.lines > limit);
+    console.log(`${over.length} of ${found.length} functions are longer than ${limit} lines`);
+    process.exit(over.length > 0 ? 1 : 0);
+  }
 }
