@@ -1,6 +1,6 @@
-import { DelayedError } from 'bullmq';
+import { DelayedError, UnrecoverableError } from 'bullmq';
 import { NonRetryableError, RetryableError, SpiderVersionPending, StaleRunError } from '@crawlfleet/core';
-import { DeferError, GiveUpError, endingOfBegin, endingOfError, endingOfResult } from '@crawlfleet/runtime';
+import { DeferError, GiveUpError, HandlerDeadlineError, endingOfBegin, endingOfError, endingOfResult } from '@crawlfleet/runtime';
 
 // The pure decisions of how a stage's job ends (job-ending.ts); end-job.ts runs what each takes.
 describe('endingOfBegin: how a job ends before its handler runs', () => {
@@ -13,8 +13,9 @@ describe('endingOfBegin: how a job ends before its handler runs', () => {
     ['done', { kind: 'dropped', why: 'done' }],
     ['cancelled', { kind: 'abandoned' }],
     ['failed', { kind: 'abandoned' }],
+    ['a state this worker does not know yet', { kind: 'abandoned' }],
   ] as const)('%s', (state, ending) => {
-    expect(endingOfBegin(state)).toEqual(ending);
+    expect(endingOfBegin(state as Parameters<typeof endingOfBegin>[0])).toEqual(ending);
   });
 });
 
@@ -31,7 +32,9 @@ describe('endingOfResult', () => {
 describe('endingOfError: how a job ends when its run threw', () => {
   test('a job the handler moved itself stays moved', () => {
     const err = new DelayedError();
-    expect(endingOfError(err, 0, 3)).toEqual({ kind: 'moved', error: err });
+    const ending = endingOfError(err, 0, 3);
+    expect(ending).toEqual({ kind: 'moved', error: err });
+    expect((ending as { error: unknown }).error).toBe(err);
   });
   test('a reset under the job drops it, with the reason', () => {
     const err = new StaleRunError('c1', '2026-01-01');
@@ -54,9 +57,23 @@ describe('endingOfError: how a job ends when its run threw', () => {
   });
   test('a non-retryable failure is dead-lettered on its first attempt', () => {
     expect(endingOfError(new NonRetryableError('ERR_BLOCKED', 'blocked'), 0, 5)).toEqual({ kind: 'dead', code: 'ERR_BLOCKED', reason: 'blocked', result: {} });
+    expect(endingOfError(new NonRetryableError('ERR_BLOCKED', 'blocked'), 4, 5)).toEqual({ kind: 'dead', code: 'ERR_BLOCKED', reason: 'blocked', result: {} });
+  });
+  test("BullMQ's UnrecoverableError from a handler is dead-lettered at once: BullMQ would not retry it", () => {
+    expect(endingOfError(new UnrecoverableError('no'), 0, 5)).toEqual({ kind: 'dead', code: 'ERR_UNEXPECTED', reason: 'no', result: {} });
+  });
+  test("a handler past its deadline is retried like any failure, and dead-lettered with the deadline's code on its last attempt", () => {
+    const err = new HandlerDeadlineError('fetch', 1000, 'http://h/');
+    expect(endingOfError(err, 0, 2)).toEqual({ kind: 'retried', error: err });
+    expect(endingOfError(err, 1, 2)).toMatchObject({ kind: 'dead', code: err.code });
+  });
+  test('a thrown string is retried, then dead-lettered as ERR_UNEXPECTED with the string as its reason', () => {
+    expect(endingOfError('odd', 0, 2)).toEqual({ kind: 'retried', error: 'odd' });
+    expect(endingOfError('odd', 1, 2)).toEqual({ kind: 'dead', code: 'ERR_UNEXPECTED', reason: 'odd', result: {} });
   });
   test('a give-up keeps its effects and its hand-over for the dead letter', () => {
-    const result = { counters: { fetched: 1 } };
+    const handOver = { stage: 'write' as const, id: 'w1', data: { crawlId: 'c', url: 'http://h/x', items: [] }, opts: {} };
+    const result = { counters: { fetched: 1 }, handOver } as unknown as ConstructorParameters<typeof GiveUpError>[2];
     expect(endingOfError(new GiveUpError('ERR_HTTP_STATUS', 'HTTP 404', result), 0, 3)).toEqual({ kind: 'dead', code: 'ERR_HTTP_STATUS', reason: 'HTTP 404', result });
   });
 });

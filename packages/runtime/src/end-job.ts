@@ -27,7 +27,7 @@ import { inJobPartition, type HandOver, type StageResult } from './stage-result.
  */
 const EARLY_RETRY_MS = 1000;
 
-/** The job being ended, as far as it is known: a poison job has no valid data, a dropped one maybe no crawl. */
+/** The job being ended, as far as it is known: a poison job has no valid data and no crawl yet, a dropped one maybe no crawl. */
 export interface JobAtHand {
   job: Job;
   token?: string;
@@ -40,11 +40,20 @@ export interface JobAtHand {
 
 export type EndJob = (at: JobAtHand, ending: JobEnding) => Promise<void>;
 
-/** Ends a dead-lettered job in BullMQ's failed set: the reason alone, since a stack of the harness tells nothing. */
-function deadLetterError(reason: string): UnrecoverableError {
-  const err = new UnrecoverableError(reason);
-  err.stack = `${err.name}: ${reason}`;
-  return err;
+/**
+ * Ends a job the harness dead-lettered in BullMQ's failed set, not retried: the reason alone, since a
+ * stack of the harness tells nothing. Its own class, so that BullMQ's `failed` event can tell it from
+ * a failure the harness did not record (stage-worker.ts).
+ */
+export class DeadLetteredError extends UnrecoverableError {
+  constructor(reason: string) {
+    super(reason);
+    this.stack = `UnrecoverableError: ${reason}`;
+  }
+}
+
+function deadLetterError(reason: string): DeadLetteredError {
+  return new DeadLetteredError(reason);
 }
 
 function crawlOf(at: JobAtHand): CrawlRecord {
@@ -149,12 +158,15 @@ class JobEnder {
     if (this.holdBack?.downstream === handOver.stage) this.holdBack.handedOver(crawlId);
   }
 
+  /** Logged and counted first; then, when its data names a known crawl, finished there with its dead letter. */
   private async finishPoison(at: JobAtHand, reason: string): Promise<void> {
     this.ctx.log.warn({ stage: this.stage, jobId: at.job.id, reason }, 'poison job dead-lettered');
     this.ctx.metrics.deadLetter(this.stage, 'ERR_INVALID_JOB');
-    if (at.crawl) {
+    const crawlId = typeof at.job.data?.crawlId === 'string' ? (at.job.data.crawlId as string) : undefined;
+    const known = crawlId ? await this.ctx.crawls.get(crawlId).catch(() => undefined) : undefined;
+    if (known) {
       const dead = this.deadLetter(at, 'ERR_INVALID_JOB', reason);
-      const finished = await finishJob(this.ctx.redis, this.ctx.keys, at.crawl, this.stage, at.job.id!, at.url, { counters: { failed: 1 }, dead });
+      const finished = await finishJob(this.ctx.redis, this.ctx.keys, known, this.stage, at.job.id!, at.url, { counters: { failed: 1 }, dead });
       if (finished !== 'already') this.ctx.metrics.count({ failed: 1 });
     }
     // BullMQ's failed set keeps it with the reason (the only record of it without a crawl).

@@ -9,4 +9,3 @@ export * from './metrics-server.js';
 export * from './reconciler.js';
 export * from './stage-result.js';
 export * from './job-ending.js';
-export * from './end-job.js';

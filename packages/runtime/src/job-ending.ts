@@ -1,11 +1,11 @@
-import { DelayedError } from 'bullmq';
+import { DelayedError, UnrecoverableError } from 'bullmq';
 import { NonRetryableError, SpiderVersionPending, StaleRunError, errorMessage } from '@crawlfleet/core';
 import type { BeginResult } from '@crawlfleet/crawl';
 import { DeferError, GiveUpError, type StageResult } from './stage-result.js';
 
 /**
  * Every way a stage's job ends, as a value. The processor decides which (the pure functions below),
- * and `endJob` (end-job.ts) is the one place that runs what each takes: a new way to end is a new
+ * and `jobEnder`'s `end` (end-job.ts) is the one place that runs what each takes: a new way to end is a new
  * case here and there, not a new path through the worker. docs/architecture.md has them as the job
  * life cycle's state table.
  */
@@ -72,7 +72,9 @@ export function endingOfError(err: unknown, attemptsMade: number, attempts: numb
   if (err instanceof DelayedError) return { kind: 'moved', error: err };
   if (err instanceof StaleRunError) return { kind: 'dropped', why: 'stale', message: err.message };
   if (err instanceof DeferError || err instanceof SpiderVersionPending) return { kind: 'deferred', waitMs: err.waitMs };
-  if (!(err instanceof NonRetryableError) && attemptsMade + 1 < attempts) return { kind: 'retried', error: err };
+  // BullMQ retries no UnrecoverableError: one is dead-lettered at once, as BullMQ will fail it.
+  const retryable = !(err instanceof NonRetryableError) && !(err instanceof UnrecoverableError);
+  if (retryable && attemptsMade + 1 < attempts) return { kind: 'retried', error: err };
   const code = (err as { code?: string }).code ?? 'ERR_UNEXPECTED';
   return { kind: 'dead', code, reason: errorMessage(err), result: err instanceof GiveUpError ? err.result : {} };
 }

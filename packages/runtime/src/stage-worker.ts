@@ -1,10 +1,10 @@
-import { UnrecoverableError, Worker, type Job, type Queue } from 'bullmq';
+import { Worker, type Job, type Queue } from 'bullmq';
 import { JOB_HISTORY, RetryableError, errorMessage, fingerprintOfJob, retryDelay, validateJob, type JobByStage, type Stage } from '@crawlfleet/core';
 import { beginJob, classifyFinalFailure, type BeginResult, type CrawlRecord } from '@crawlfleet/crawl';
 import { holdBackWaitMs, type CrawlBacklogs } from './backpressure.js';
 import type { FleetContext } from './context.js';
 import { HandlerDeadlineError, withDeadline } from './deadline.js';
-import { jobEnder, type EndJob, type JobAtHand } from './end-job.js';
+import { DeadLetteredError, jobEnder, type EndJob, type JobAtHand } from './end-job.js';
 import { endingOfBegin, endingOfError, endingOfResult } from './job-ending.js';
 import { oneRunPerJob } from './one-run-per-job.js';
 import { DeferError, type StageHandler, type StageResult } from './stage-result.js';
@@ -57,7 +57,7 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
 
   const processor = async (job: Job, token?: string): Promise<void> => {
     const checked = validateJob(stage, job.data);
-    if (!checked.ok) return end(await poisonAtHand(ctx, job, token), { kind: 'poison', reason: checked.reason });
+    if (!checked.ok) return end({ job, token, url: String(job.data?.url ?? ''), data: job.data }, { kind: 'poison', reason: checked.reason });
     const data = checked.job;
     const started = await begin(data.crawlId, job.id!, data.url);
     const at: JobAtHand = { job, token, url: data.url, data, ...(started ? { crawl: started.crawl } : {}) };
@@ -93,13 +93,6 @@ export function createStageWorker<S extends Stage>(ctx: FleetContext, options: S
   });
   watchFinalFailures(ctx, stage, worker, served, end);
   return worker;
-}
-
-/** A poison job, with its crawl when its data names one that is known (its dead letter is recorded there). */
-async function poisonAtHand(ctx: FleetContext, job: Job, token?: string): Promise<JobAtHand> {
-  const crawlId = typeof job.data?.crawlId === 'string' ? (job.data.crawlId as string) : undefined;
-  const known = crawlId ? await ctx.crawls.get(crawlId).catch(() => undefined) : undefined;
-  return { job, token, url: String(job.data?.url ?? ''), data: job.data, ...(known ? { crawl: known } : {}) };
 }
 
 /** Runs a begun job's handler: held back first when its stage is, and bounded by its deadline. */
@@ -188,8 +181,8 @@ function watchFinalFailures(ctx: FleetContext, stage: Stage, worker: Worker, ser
   };
   worker.on('error', (err) => log.error({ stage, err: { message: err.message } }, 'worker error'));
   worker.on('failed', (job, err) => {
-    // Our own dead letters end as UnrecoverableError after finishJob recorded them: nothing to add.
-    if (err instanceof UnrecoverableError) return;
+    // Our own dead letters end as DeadLetteredError after finishJob recorded them: nothing to add.
+    if (err instanceof DeadLetteredError) return;
     deadLetterFinalFailure(job, errorMessage(err)).catch((e: unknown) => log.warn({ stage, err: errorMessage(e) }, 'could not dead-letter a failed job; the reconciler will'));
   });
   worker.on('stalled', (jobId) => {
