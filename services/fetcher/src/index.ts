@@ -61,6 +61,7 @@ export function startFetcher(ctx: FleetContext, options: FetcherOptions): Runnin
   return startFetchStage(ctx, options);
 }
 
+/** The fetch stage's worker (a renderer's, on the render queue, with a browser): each job runs fetchJob's steps. */
 function startFetchStage(ctx: FleetContext, options: FetchStageOptions): RunningStage {
   const { renderer } = options;
   const stage = wireFetchStage(ctx, options);
