@@ -14,6 +14,7 @@ import {
   settleCrawl,
   strandedDelayBound,
   takeFromFrontier,
+  type CrawlRecord,
   type CrawlLayout,
 } from '@crawlfleet/crawl';
 import type { FleetContext } from './context.js';
@@ -53,7 +54,7 @@ export function startReconciler(ctx: FleetContext, options: { intervalMs?: numbe
 /** Live jobs of a stage's queue: every state in which a job will still run. */
 const LIVE_STATES = ['active', 'waiting', 'delayed', 'prioritized', 'waiting-children'] as const;
 
-interface CrawlReading {
+export interface CrawlReading {
   layout: CrawlLayout;
   state: string | null;
   pending: Record<Stage, number>;
@@ -100,6 +101,20 @@ async function readCrawl(ctx: FleetContext, crawlId: string): Promise<CrawlReadi
   };
 }
 
+/** What the steps of one round share: the fleet, the grace period, the stages short of live jobs, Redis's time. */
+interface Round {
+  ctx: FleetContext;
+  graceMs: number;
+  /** stages whose queues hold fewer live jobs than the running and paused crawls have pending */
+  short: Set<Stage>;
+  now: number;
+}
+
+/**
+ * One round: take the fleet's lock, read every crawl, find the stages short of live jobs, then reopen
+ * each crawl marked done that still has work and reconcile each running one; last, forget the
+ * progress of ended crawls and collect the expired ones.
+ */
 async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: number, graceMs: number): Promise<void> {
   const { redis, keys } = ctx;
   const lock = keys.reconciler();
@@ -107,72 +122,172 @@ async function reconcileOnce(ctx: FleetContext, owner: string, intervalMs: numbe
   if ((await redis.set(lock.lock, owner, 'PX', Math.max(intervalMs - 100, 100), 'NX')) !== 'OK') return;
   const crawlIds = await redis.smembers(keys.crawlIndex());
   const crawls = (await Promise.all(crawlIds.map((id) => readCrawl(ctx, id)))).filter((c) => c !== undefined);
-  // Ids that no live job may carry: more pending (in running and paused crawls) than live jobs.
+  const short = await shortStages(ctx, crawls);
+  const round: Round = { ctx, graceMs, short, now: await redisNow(ctx) };
+  for (const c of crawls) {
+    if (isDoneWithWork(c)) await reopenDoneWithWork(ctx, c);
+    else if (c.state === 'running') await reconcileRunning(round, c);
+  }
+  await forgetEndedProgress(ctx, crawls);
+  if (ctx.env.crawlRetentionMs !== undefined) await collectExpiredCrawls(ctx, round.now - ctx.env.crawlRetentionMs);
+}
+
+/** Ids that no live job may carry: the stages with more pending (in running and paused crawls) than live jobs. */
+async function shortStages(ctx: FleetContext, crawls: CrawlReading[]): Promise<Set<Stage>> {
   const short = new Set<Stage>();
   for (const stage of STAGES) {
     const counts = await Promise.all(stageQueues(ctx.queues, stage).map((queue) => queue.getJobCounts(...LIVE_STATES)));
     const live = counts.flatMap((c) => Object.values(c)).reduce((a, b) => a + b, 0);
-    const pending = crawls.filter((c) => c.state === 'running' || c.state === 'paused').reduce((n, c) => n + c.pending[stage], 0);
-    if (pending > live) short.add(stage);
+    if (pendingOfLiveCrawls(crawls, stage) > live) short.add(stage);
   }
-  // Redis's clock, which every process of the fleet shares: the reconciler's lock moves between
-  // machines, and the times it keeps (a crawl's last progress) are read on another one later.
-  const [seconds, micros] = await redis.time();
-  const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-  for (const c of crawls) {
-    if (c.state === 'done' && (STAGES.some((s) => c.pending[s] > 0) || c.frontier.some((waiting) => waiting > 0))) {
-      await reopenDoneWithWork(ctx, c);
-      continue;
-    }
-    if (c.state !== 'running') continue;
-    const crawlId = c.layout.crawlId;
-    if (c.seeding > 0) {
-      const ended = await endLapsedInjections(redis, keys, c.layout);
-      if (ended > 0) ctx.log.warn({ crawlId, ended }, 'reconciler: ended seeding runs or replays whose process died');
-    }
-    if (c.parked > 0) {
-      const promoted = await promoteParked(redis, keys, ctx.queues, c.layout);
-      if (promoted > 0) ctx.log.info({ crawlId, promoted }, 'reconciler: promoted jobs parked by a pause of a crawl that runs again');
-    }
-    // A job moved for a day by a park that failed half-way (parkForPause): no resume promotes it.
-    const record = await loadCrawl(redis, keys, crawlId);
-    if (record) {
-      const stranded = await promoteStranded(redis, keys, ctx.queues, c.layout, strandedDelayBound(record.spider), now);
-      if (stranded > 0) ctx.log.warn({ crawlId, stranded }, 'reconciler: promoted jobs of a running crawl delayed longer than any wait of it lasts (a park for a pause that failed half-way)');
-    }
-    if (c.frontier.some((waiting) => waiting > 0)) {
-      const crawl = record;
-      const take = crawl ? crawlTake(ctx.env.frontierWindow, crawl, crawl.spider) : undefined;
-      if (crawl && take && c.pendingFetch.some((n, p) => c.frontier[p]! > 0 && n < take.window)) {
-        const taken = await takeFromFrontier(redis, keys, ctx.queues, crawl, take);
-        if (taken > 0) ctx.log.debug({ crawlId, taken }, 'reconciler: fed the fetch stage from hosts whose turn came');
-      }
-    }
-    const total = STAGES.reduce((n, s) => n + c.pending[s], 0);
-    if (total === 0) {
-      // Nothing pending: a crawl whose last finish raced another partition's may still need its done check.
-      if (!c.frontier.some((waiting) => waiting > 0) && c.seeding === 0) await settleCrawl(redis, keys, c.layout);
-      continue;
-    }
-    const signature = JSON.stringify([c.pending, c.counters]);
-    const previous = await redis.hget(lock.progress, crawlId);
-    const [prevSignature, sinceText] = previous ? [previous.slice(0, previous.lastIndexOf('|')), previous.slice(previous.lastIndexOf('|') + 1)] : [undefined, undefined];
-    const stuck = prevSignature === signature && now - Number(sinceText) >= graceMs;
-    if (prevSignature !== signature) await redis.hset(lock.progress, crawlId, `${signature}|${now}`);
-    const suspect = STAGES.some((s) => short.has(s) && c.pending[s] > 0);
-    if (!stuck && !suspect && c.suspects === 0) continue;
-    const crawl = await loadCrawl(redis, keys, crawlId);
-    if (!crawl) continue;
-    const report = await reconcileCrawl(redis, keys, ctx.queues, crawl, { graceMs, log: ctx.log, nowMs: now });
-    const acted = report.rebuilt + report.deadLettered;
-    ctx.log[acted > 0 ? 'info' : 'debug']({ crawlId, stuck, ...report }, 'reconciler: checked the pending jobs of a crawl');
+  return short;
+}
+
+/**
+ * Redis's clock, which every process of the fleet shares: the reconciler's lock moves between
+ * machines, and the times it keeps (a crawl's last progress) are read on another one later.
+ */
+async function redisNow(ctx: FleetContext): Promise<number> {
+  const [seconds, micros] = await ctx.redis.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/** One running crawl's round: repair what a dead process left, feed the fetch stage, then settle it or check its pending jobs. */
+async function reconcileRunning(round: Round, c: CrawlReading): Promise<void> {
+  const { ctx } = round;
+  await endInterrupted(ctx, c);
+  const record = await promoteStrandedJobs(round, c);
+  await feedFromFrontier(ctx, c, record);
+  if (totalPending(c) === 0) {
+    // Nothing pending: a crawl whose last finish raced another partition's may still need its done check.
+    if (mayBeDone(c)) await settleCrawl(ctx.redis, ctx.keys, c.layout);
+    return;
   }
-  // Crawls that are gone or ended leave no progress record behind.
+  const stuck = await noteProgress(round, c);
+  if (needsFullCheck(c, stuck, round.short)) await checkPendingJobs(round, c, stuck);
+}
+
+/** Ends the seeding runs and replays whose process died, and promotes jobs a pause parked (a resume that died half-way). */
+async function endInterrupted(ctx: FleetContext, c: CrawlReading): Promise<void> {
+  const { redis, keys } = ctx;
+  const crawlId = c.layout.crawlId;
+  if (c.seeding > 0) {
+    const ended = await endLapsedInjections(redis, keys, c.layout);
+    if (ended > 0) ctx.log.warn({ crawlId, ended }, 'reconciler: ended seeding runs or replays whose process died');
+  }
+  if (c.parked > 0) {
+    const promoted = await promoteParked(redis, keys, ctx.queues, c.layout);
+    if (promoted > 0) ctx.log.info({ crawlId, promoted }, 'reconciler: promoted jobs parked by a pause of a crawl that runs again');
+  }
+}
+
+/** Promotes the crawl's stranded jobs; returns its record (undefined when it is gone). */
+async function promoteStrandedJobs(round: Round, c: CrawlReading): Promise<CrawlRecord | undefined> {
+  const { redis, keys, queues, log } = round.ctx;
+  const crawlId = c.layout.crawlId;
+  // A job moved for a day by a park that failed half-way (parkForPause): no resume promotes it.
+  const record = await loadCrawl(redis, keys, crawlId);
+  if (record) {
+    const stranded = await promoteStranded(redis, keys, queues, c.layout, strandedDelayBound(record.spider), round.now);
+    if (stranded > 0) log.warn({ crawlId, stranded }, 'reconciler: promoted jobs of a running crawl delayed longer than any wait of it lasts (a park for a pause that failed half-way)');
+  }
+  return record;
+}
+
+/**
+ * Feeds the fetch stage from partitions whose window has room and whose frontier holds URLs: a host
+ * whose turn was too far ahead when the last take ran, or a fetcher that died after a take.
+ */
+async function feedFromFrontier(ctx: FleetContext, c: CrawlReading, crawl: CrawlRecord | undefined): Promise<void> {
+  if (!hasFrontier(c)) return;
+  const take = crawl ? crawlTake(ctx.env.frontierWindow, crawl, crawl.spider) : undefined;
+  if (crawl && take && hasRoomToFeed(c, take.window)) {
+    const taken = await takeFromFrontier(ctx.redis, ctx.keys, ctx.queues, crawl, take);
+    if (taken > 0) ctx.log.debug({ crawlId: c.layout.crawlId, taken }, 'reconciler: fed the fetch stage from hosts whose turn came');
+  }
+}
+
+/** Records the crawl's progress signature when it changed; returns whether the crawl made none for the grace period. */
+async function noteProgress(round: Round, c: CrawlReading): Promise<boolean> {
+  const { redis, keys } = round.ctx;
+  const lock = keys.reconciler();
+  const crawlId = c.layout.crawlId;
+  const signature = progressSignature(c);
+  const previous = await redis.hget(lock.progress, crawlId);
+  const { stuck, changed } = progressVerdict(previous, signature, round.now, round.graceMs);
+  if (changed) await redis.hset(lock.progress, crawlId, `${signature}|${round.now}`);
+  return stuck;
+}
+
+/** The full check: reads every pending id of the crawl (packages/crawl/src/reconcile.ts). */
+async function checkPendingJobs(round: Round, c: CrawlReading, stuck: boolean): Promise<void> {
+  const { ctx, graceMs, now } = round;
+  const crawlId = c.layout.crawlId;
+  const crawl = await loadCrawl(ctx.redis, ctx.keys, crawlId);
+  if (!crawl) return;
+  const report = await reconcileCrawl(ctx.redis, ctx.keys, ctx.queues, crawl, { graceMs, log: ctx.log, nowMs: now });
+  const acted = report.rebuilt + report.deadLettered;
+  ctx.log[acted > 0 ? 'info' : 'debug']({ crawlId, stuck, ...report }, 'reconciler: checked the pending jobs of a crawl');
+}
+
+/** Crawls that are gone or ended leave no progress record behind. */
+async function forgetEndedProgress(ctx: FleetContext, crawls: CrawlReading[]): Promise<void> {
+  const lock = ctx.keys.reconciler();
   const running = new Set(crawls.filter((c) => c.state === 'running').map((c) => c.layout.crawlId));
-  const recorded = await redis.hkeys(lock.progress);
+  const recorded = await ctx.redis.hkeys(lock.progress);
   const stale = recorded.filter((id) => !running.has(id));
-  if (stale.length > 0) await redis.hdel(lock.progress, ...stale);
-  if (ctx.env.crawlRetentionMs !== undefined) await collectExpiredCrawls(ctx, now - ctx.env.crawlRetentionMs);
+  if (stale.length > 0) await ctx.redis.hdel(lock.progress, ...stale);
+}
+
+/** Pure: the jobs a stage has pending in the running and paused crawls. */
+export function pendingOfLiveCrawls(crawls: Pick<CrawlReading, 'state' | 'pending'>[], stage: Stage): number {
+  return crawls.filter((c) => c.state === 'running' || c.state === 'paused').reduce((n, c) => n + c.pending[stage], 0);
+}
+
+/** Pure: a frontier partition holds URLs waiting. */
+export function hasFrontier(c: Pick<CrawlReading, 'frontier'>): boolean {
+  return c.frontier.some((waiting) => waiting > 0);
+}
+
+/** Pure: a crawl marked done that still has jobs pending or URLs waiting (see reopenDoneWithWork). */
+export function isDoneWithWork(c: Pick<CrawlReading, 'state' | 'pending' | 'frontier'>): boolean {
+  return c.state === 'done' && (STAGES.some((s) => c.pending[s] > 0) || hasFrontier(c));
+}
+
+/** Pure: a partition with URLs waiting has fewer pending fetch jobs than its window allows. */
+export function hasRoomToFeed(c: Pick<CrawlReading, 'frontier' | 'pendingFetch'>, window: number): boolean {
+  return c.pendingFetch.some((n, p) => c.frontier[p]! > 0 && n < window);
+}
+
+/** Pure: the jobs the crawl has pending, all stages together. */
+export function totalPending(c: Pick<CrawlReading, 'pending'>): number {
+  return STAGES.reduce((n, s) => n + c.pending[s], 0);
+}
+
+/** Pure: with nothing pending, the crawl may be done when no URL waits and no seeding run is open. */
+export function mayBeDone(c: Pick<CrawlReading, 'frontier' | 'seeding'>): boolean {
+  return !hasFrontier(c) && c.seeding === 0;
+}
+
+/** Pure: what tells the crawl's progress: its pending sizes and counters. */
+export function progressSignature(c: Pick<CrawlReading, 'pending' | 'counters'>): string {
+  return JSON.stringify([c.pending, c.counters]);
+}
+
+/**
+ * Pure: compares the crawl's progress signature with the one recorded (`signature|since`, or null):
+ * `stuck` when it has not changed for `graceMs`, `changed` when it must be recorded anew.
+ */
+export function progressVerdict(previous: string | null, signature: string, now: number, graceMs: number): { stuck: boolean; changed: boolean } {
+  const [prevSignature, sinceText] = previous ? [previous.slice(0, previous.lastIndexOf('|')), previous.slice(previous.lastIndexOf('|') + 1)] : [undefined, undefined];
+  const stuck = prevSignature === signature && now - Number(sinceText) >= graceMs;
+  return { stuck, changed: prevSignature !== signature };
+}
+
+/** Pure: a full check runs for a crawl that made no progress, has pending jobs in a short stage, or has suspects. */
+export function needsFullCheck(c: Pick<CrawlReading, 'pending' | 'suspects'>, stuck: boolean, short: Set<Stage>): boolean {
+  const suspect = STAGES.some((s) => short.has(s) && c.pending[s] > 0);
+  return stuck || suspect || c.suspects !== 0;
 }
 
 /**

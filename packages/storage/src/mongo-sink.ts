@@ -230,105 +230,127 @@ export class MongoSink implements ItemSink {
     }
   }
 
+  /**
+   * One try at storing a batch: each item cast and checked alone, then per item type the stored hashes
+   * read, and three kinds of write (see `planWrites`). The outcome holds each item's refusal, if any.
+   */
   private async flushOnce(items: Item[]): Promise<FlushOutcome> {
     const outcome: (string | undefined)[] = items.map(() => undefined);
     const now = new Date();
-    // Each item cast by mongoose against its type's schema; an item that does not fit is refused
-    // alone, with the field and the reason, before anything is written.
+    const { docs, byType } = this.castBatch(items, outcome);
+    for (const [type, group] of byType) {
+      const batch = await this.readStored(type, group, docs, outcome, now);
+      const plan = planWrites(batch.latest, batch.ids, batch.hashes, batch.storedHash);
+      await this.insertNew(batch, plan);
+      await this.touchUnchanged(batch, plan.unchanged);
+      await this.updateChanged(batch, plan.changed);
+    }
+    return outcome;
+  }
+
+  /**
+   * Each item cast by mongoose against its type's schema; an item that does not fit is refused
+   * alone, with the field and the reason, before anything is written. The others are grouped by type
+   * and key value.
+   */
+  private castBatch(items: Item[], outcome: (string | undefined)[]): { docs: (Item | undefined)[]; byType: Map<string, Map<string, number[]>> } {
     const docs: (Item | undefined)[] = items.map(() => undefined);
     const byType = new Map<string, Map<string, number[]>>();
     items.forEach((item, i) => {
       const type = String(item.type);
-      const target = this.models.get(type);
-      if (!target) {
-        outcome[i] = `no item rule for type ${JSON.stringify(type)}`;
-        return;
-      }
-      const cast = castItem(target.model.schema, item);
-      if (cast.reason !== undefined) {
-        outcome[i] = `MongoDB refused the document: ${cast.reason}`;
-        return;
-      }
-      const size = calculateObjectSize(cast.doc);
-      if (size > MAX_DOCUMENT_BYTES) {
-        outcome[i] = `document too large for MongoDB: ${size} bytes > ${MAX_DOCUMENT_BYTES}`;
+      const cast = this.castOne(type, item);
+      if ('reason' in cast) {
+        outcome[i] = cast.reason;
         return;
       }
       docs[i] = cast.doc;
-      const keyValue = JSON.stringify(cast.doc[target.key] ?? null);
       let group = byType.get(type);
       if (!group) {
         group = new Map();
         byType.set(type, group);
       }
       // Duplicates inside one batch collapse to one upsert; the last one wins.
-      group.set(keyValue, [...(group.get(keyValue) ?? []), i]);
+      group.set(cast.keyValue, [...(group.get(cast.keyValue) ?? []), i]);
     });
-    for (const [type, group] of byType) {
-      const { model, key } = this.models.get(type)!;
-      const latest = [...group.values()].map((indexes) => ({ indexes, item: docs[indexes[indexes.length - 1]!]! }));
-      const ids = latest.map((l) => documentId(l.item[key]));
-      const stored = await model
-        .find({ _id: { $in: ids } }, { contentHash: 1 })
-        .lean<{ _id: string | number; contentHash?: string }[]>()
-        .exec();
-      const storedHash = new Map(stored.map((d) => [d._id, d.contentHash]));
-      const refuse = (n: number, reason: string) => {
-        for (const i of latest[n]!.indexes) outcome[i] = `MongoDB refused the document: ${reason}`;
-      };
-      // Three kinds of write, each as cheap as it can be: new items are inserted in bulk; unchanged
-      // ones only move lastSeenAt (one updateMany per page, as they share crawlId and fetchedAt);
-      // changed ones are updated one by one, with changedAt and changes + 1.
-      const inserts: number[] = [];
-      const unchanged = new Map<string, number[]>();
-      const changed: number[] = [];
-      const hashes = latest.map(({ item }) => contentHash(item));
-      latest.forEach(({ item }, n) => {
-        const previous = storedHash.get(ids[n]!);
-        if (previous === undefined) inserts.push(n);
-        else if (previous === hashes[n]) {
-          const group = `${String(item.crawlId)}\u0001${String(item.fetchedAt)}`;
-          unchanged.set(group, [...(unchanged.get(group) ?? []), n]);
-        } else changed.push(n);
-      });
-      if (inserts.length > 0) {
-        // Already cast, path by path: `lean` spares a second cast through a hydrated Document each.
-        const newDocs = inserts.map((n) => ({ ...latest[n]!.item, _id: ids[n], firstSeenAt: now, lastSeenAt: now, contentHash: hashes[n], changes: 0 }));
-        try {
-          const result = await model.insertMany(newDocs, { ordered: false, lean: true, rawResult: true });
-          throwIfShort('insert', newDocs.length, this.acknowledged && result.acknowledged, result.insertedCount);
-        } catch (err) {
-          const writeErrors = bulkWriteErrors(err);
-          // A write-concern error comes with no per-document error: nothing of the batch is known stored.
-          if (!writeErrors?.length || hasWriteConcernError(err) || writeErrors.some((we) => we.code !== 11000 && !isDocumentFault(we.code))) throw err;
-          for (const we of writeErrors) {
-            // Another writer inserted it a moment ago: update it instead.
-            if (we.code === 11000) changed.push(inserts[we.index]!);
-            else refuse(inserts[we.index]!, we.errmsg ?? `code ${we.code}`);
-          }
-        }
-      }
-      for (const group of unchanged.values()) {
-        const { item } = latest[group[0]!]!;
-        const result = await model.updateMany({ _id: { $in: group.map((n) => ids[n]) } }, { $set: { lastSeenAt: now, crawlId: item.crawlId, fetchedAt: item.fetchedAt, spider: item.spider } }).exec();
-        // Fewer matched than were read a moment ago: some were removed since, and are inserted on the retry.
-        throwIfShort('lastSeenAt update', group.length, this.acknowledged && result.acknowledged, result.matchedCount);
-      }
-      if (changed.length > 0) {
-        // mongoose casts each operation against the schema (a cast or strict-mode failure skips that
-        // operation and is reported in `mongoose.results`; the others are written).
-        const ops = changed.map((n) => ({
-          updateOne: {
-            filter: { _id: ids[n] },
-            update: { $set: { ...latest[n]!.item, lastSeenAt: now, changedAt: now, contentHash: hashes[n] }, $setOnInsert: { firstSeenAt: now }, $inc: { changes: 1 } },
-            upsert: true,
-          },
-        }));
-        const failures = await this.bulkUpdate(model, ops);
-        for (const f of failures) refuse(changed[f.index]!, f.message);
+    return { docs, byType };
+  }
+
+  /** The document of one item and its key value (as JSON), or why it is refused. */
+  private castOne(type: string, item: Item): { doc: Item; keyValue: string } | { reason: string } {
+    const target = this.models.get(type);
+    if (!target) return { reason: `no item rule for type ${JSON.stringify(type)}` };
+    const cast = castItem(target.model.schema, item);
+    if (cast.reason !== undefined) return { reason: `MongoDB refused the document: ${cast.reason}` };
+    const size = calculateObjectSize(cast.doc);
+    if (size > MAX_DOCUMENT_BYTES) return { reason: `document too large for MongoDB: ${size} bytes > ${MAX_DOCUMENT_BYTES}` };
+    return { doc: cast.doc, keyValue: JSON.stringify(cast.doc[target.key] ?? null) };
+  }
+
+  /** One type's share of the batch: the latest item of each key, their ids and hashes, and the hashes stored. */
+  private async readStored(type: string, group: Map<string, number[]>, docs: (Item | undefined)[], outcome: (string | undefined)[], now: Date): Promise<TypeBatch> {
+    const { model, key } = this.models.get(type)!;
+    const latest = [...group.values()].map((indexes) => ({ indexes, item: docs[indexes[indexes.length - 1]!]! }));
+    const ids = latest.map((l) => documentId(l.item[key]));
+    const stored = await model
+      .find({ _id: { $in: ids } }, { contentHash: 1 })
+      .lean<{ _id: string | number; contentHash?: string }[]>()
+      .exec();
+    const storedHash = new Map(stored.map((d) => [d._id, d.contentHash]));
+    const hashes = latest.map(({ item }) => contentHash(item));
+    return { model, latest, ids, hashes, storedHash, now, outcome };
+  }
+
+  /**
+   * New items, inserted in bulk. One that another writer inserted a moment ago joins `plan.changed`
+   * (it is updated instead); one refused for its document is refused alone; anything else fails the flush.
+   */
+  private async insertNew(batch: TypeBatch, plan: WritePlan): Promise<void> {
+    const { inserts, changed } = plan;
+    if (inserts.length === 0) return;
+    const { model, latest, ids, hashes, now } = batch;
+    // Already cast, path by path: `lean` spares a second cast through a hydrated Document each.
+    const newDocs = inserts.map((n) => ({ ...latest[n]!.item, _id: ids[n], firstSeenAt: now, lastSeenAt: now, contentHash: hashes[n], changes: 0 }));
+    try {
+      const result = await model.insertMany(newDocs, { ordered: false, lean: true, rawResult: true });
+      throwIfShort('insert', newDocs.length, this.acknowledged && result.acknowledged, result.insertedCount);
+    } catch (err) {
+      const writeErrors = bulkWriteErrors(err);
+      // A write-concern error comes with no per-document error: nothing of the batch is known stored.
+      if (!writeErrors?.length || hasWriteConcernError(err) || writeErrors.some((we) => we.code !== 11000 && !isDocumentFault(we.code))) throw err;
+      for (const we of writeErrors) {
+        // Another writer inserted it a moment ago: update it instead.
+        if (we.code === 11000) changed.push(inserts[we.index]!);
+        else refuse(batch, inserts[we.index]!, we.errmsg ?? `code ${we.code}`);
       }
     }
-    return outcome;
+  }
+
+  /** Unchanged items only move lastSeenAt: one updateMany per page, as they share crawlId and fetchedAt. */
+  private async touchUnchanged(batch: TypeBatch, unchanged: Map<string, number[]>): Promise<void> {
+    const { model, latest, ids, now } = batch;
+    for (const group of unchanged.values()) {
+      const { item } = latest[group[0]!]!;
+      const result = await model.updateMany({ _id: { $in: group.map((n) => ids[n]) } }, { $set: { lastSeenAt: now, crawlId: item.crawlId, fetchedAt: item.fetchedAt, spider: item.spider } }).exec();
+      // Fewer matched than were read a moment ago: some were removed since, and are inserted on the retry.
+      throwIfShort('lastSeenAt update', group.length, this.acknowledged && result.acknowledged, result.matchedCount);
+    }
+  }
+
+  /** Changed items, updated one by one (in bulk writes) with changedAt and changes + 1. */
+  private async updateChanged(batch: TypeBatch, changed: number[]): Promise<void> {
+    if (changed.length === 0) return;
+    const { model, latest, ids, hashes, now } = batch;
+    // mongoose casts each operation against the schema (a cast or strict-mode failure skips that
+    // operation and is reported in `mongoose.results`; the others are written).
+    const ops = changed.map((n) => ({
+      updateOne: {
+        filter: { _id: ids[n] },
+        update: { $set: { ...latest[n]!.item, lastSeenAt: now, changedAt: now, contentHash: hashes[n] }, $setOnInsert: { firstSeenAt: now }, $inc: { changes: 1 } },
+        upsert: true,
+      },
+    }));
+    const failures = await this.bulkUpdate(model, ops);
+    for (const f of failures) refuse(batch, changed[f.index]!, f.message);
   }
 
   /**
@@ -353,6 +375,52 @@ export class MongoSink implements ItemSink {
     }
     return refused;
   }
+}
+
+/** One item type's share of a flush: the latest item of each key, and what the steps share about them. */
+interface TypeBatch {
+  model: Model<StoredItem>;
+  /** per key: the indexes in the batch of its items, and the latest of them (the one written) */
+  latest: { indexes: number[]; item: Item }[];
+  ids: (string | number)[];
+  hashes: string[];
+  storedHash: Map<string | number, string | undefined>;
+  now: Date;
+  /** the flush's outcome, one entry per item of the batch */
+  outcome: (string | undefined)[];
+}
+
+/** How each latest item of a type is written, by its index in `latest`. */
+export interface WritePlan {
+  /** not stored yet */
+  inserts: number[];
+  /** stored with the same content hash, grouped by crawl and fetch time (one updateMany each) */
+  unchanged: Map<string, number[]>;
+  /** stored with another content hash */
+  changed: number[];
+}
+
+/**
+ * Pure: three kinds of write, each as cheap as it can be: new items are inserted in bulk; unchanged
+ * ones only move lastSeenAt (one updateMany per page, as they share crawlId and fetchedAt); changed
+ * ones are updated one by one, with changedAt and changes + 1.
+ */
+export function planWrites(latest: { item: Item }[], ids: (string | number)[], hashes: string[], storedHash: Map<string | number, string | undefined>): WritePlan {
+  const plan: WritePlan = { inserts: [], unchanged: new Map(), changed: [] };
+  latest.forEach(({ item }, n) => {
+    const previous = storedHash.get(ids[n]!);
+    if (previous === undefined) plan.inserts.push(n);
+    else if (previous === hashes[n]) {
+      const group = `${String(item.crawlId)}\u0001${String(item.fetchedAt)}`;
+      plan.unchanged.set(group, [...(plan.unchanged.get(group) ?? []), n]);
+    } else plan.changed.push(n);
+  });
+  return plan;
+}
+
+/** Refuses every item of the batch that the `n`th latest item stands for. */
+function refuse(batch: TypeBatch, n: number, reason: string): void {
+  for (const i of batch.latest[n]!.indexes) batch.outcome[i] = `MongoDB refused the document: ${reason}`;
 }
 
 /**

@@ -105,7 +105,13 @@ function header(s: StarterSettings, file: string, mark: string, extra: string[] 
     .join('\n');
 }
 
+/** The YAML starter: its settings, follow rules and item rules, each spelt out with comments. */
 export function yamlTemplate(s: StarterSettings, schemaRef: string, file: string): string {
+  return `${[yamlSettings(s, schemaRef, file), yamlFollow(), yamlItems(), yamlMore()].join('\n\n')}\n`;
+}
+
+/** The YAML starter's header and its settings, down to allowPrivateAddresses. */
+function yamlSettings(s: StarterSettings, schemaRef: string, file: string): string {
   return `# yaml-language-server: $schema=${schemaRef}
 ${header(s, file, '#')}
 
@@ -127,17 +133,23 @@ maxPages: ${MAX_PAGES}
 obeyRobotsTxt: true
 
 ${privateAddressComment(s, '', '#')}
-allowPrivateAddresses: ${s.loopback}
+allowPrivateAddresses: ${s.loopback}`;
+}
 
-# Which links to follow from every fetched page: \`css\` picks elements and their href (or \`attr\`)
+/** The YAML starter's follow rules. */
+function yamlFollow(): string {
+  return `# Which links to follow from every fetched page: \`css\` picks elements and their href (or \`attr\`)
 # is the link; optional \`allow\` and \`deny\` URL regexes filter the links.
 follow:
   # the catalogue's pagination ("next")
   - css: 'li.next a'
   # every book's page, from the catalogue (and the "recommended" books on a book page)
-  - css: 'article.product_pod h3 a'
+  - css: 'article.product_pod h3 a'`;
+}
 
-# What to extract: each rule makes items of one \`type\` from the pages its \`match\` regex selects.
+/** The YAML starter's item rules: a `listing` per book of a catalogue page, a `book` per book page. */
+function yamlItems(): string {
+  return `# What to extract: each rule makes items of one \`type\` from the pages its \`match\` regex selects.
 # Every item also gets type, url (the page), spider, crawlId and fetchedAt.
 items:
   # one \`listing\` item per book of a catalogue page: \`each\` makes one item per matching element,
@@ -166,16 +178,25 @@ items:
       upc:          { css: 'table.table tr:first-child td', required: true }
       availability: { css: '.product_main .availability' }
       inStock:      { css: '.product_main .availability', regex: ${sq('\\((\\d+) available\\)')}, type: integer }
-      rating:       { css: '.product_main p.star-rating', attr: class, regex: ${sq('star-rating (\\w+)')} }
-
-# More settings (see the README): maxDepth, politeness (concurrencyPerHost, delayPerHost,
-# autoThrottle), hosts, retry, proxies, userAgents, sitemapUrls, blockPatterns, limits.
-`;
+      rating:       { css: '.product_main p.star-rating', attr: class, regex: ${sq('star-rating (\\w+)')} }`;
 }
+
+/** The YAML starter's closing pointer to the settings it leaves out. */
+function yamlMore(): string {
+  return `# More settings (see the README): maxDepth, politeness (concurrencyPerHost, delayPerHost,
+# autoThrottle), hosts, retry, proxies, userAgents, sitemapUrls, blockPatterns, limits.`;
+}
+
+/** A single-quoted TypeScript string literal. */
+const tsString = (v: string) => `'${v.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
 
 /** The code-spider starter, written against @crawlfleet/sdk. */
 export function tsTemplate(s: StarterSettings, file: string): string {
-  const q = (v: string) => `'${v.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+  return `${[tsSettings(s, file), tsRules(), tsParse(), tsHooks()].join('\n\n')}\n`;
+}
+
+/** The code starter's header, imports and page patterns, and the spider's settings down to allowPrivateAddresses. */
+function tsSettings(s: StarterSettings, file: string): string {
   return `${header(s, file, '//', ['A code spider: it needs the @crawlfleet/sdk package.'])}
 import { defineSpider, follow, z } from '@crawlfleet/sdk';
 
@@ -185,15 +206,18 @@ const BOOK_PAGE = /\\/catalogue\\/[^/]+_\\d+\\/index\\.html$/;
 
 export default defineSpider({
   // The settings are those of a JSON or YAML spider (see \`crawlfleet init NAME --format yaml\`).
-  name: ${q(s.name)},
-  startUrls: [${q(s.startUrl)}],
-  allowedDomains: [${q(s.domain)}],
+  name: ${tsString(s.name)},
+  startUrls: [${tsString(s.startUrl)}],
+  allowedDomains: [${tsString(s.domain)}],
   maxPages: ${MAX_PAGES},
   obeyRobotsTxt: true,
 ${privateAddressComment(s, '  ', '//')}
-  allowPrivateAddresses: ${s.loopback},
+  allowPrivateAddresses: ${s.loopback},`;
+}
 
-  // Declarative follow rules, as in a JSON spider: every book page linked from a catalogue page (and
+/** The code starter's declarative rules: follow, items and the zod schemas. */
+function tsRules(): string {
+  return `  // Declarative follow rules, as in a JSON spider: every book page linked from a catalogue page (and
   // the "recommended" books of a book page). The pagination is followed from parse() below.
   follow: [{ css: 'article.product_pod h3 a' }],
 
@@ -203,9 +227,12 @@ ${privateAddressComment(s, '  ', '//')}
   // Optional: a zod schema per item type. An item that fails it is dropped and counted invalid.
   schemas: {
     book: z.object({ title: z.string().min(1), price: z.number(), upc: z.string().min(1), inStock: z.number().int() }).passthrough(),
-  },
+  },`;
+}
 
-  // parse(page, ctx) runs on every fetched page, after the declarative rules. \`page\` has url, status,
+/** The code starter's parse(): the pagination followed, a `book` item built in code. */
+function tsParse(): string {
+  return `  // parse(page, ctx) runs on every fetched page, after the declarative rules. \`page\` has url, status,
   // headers, text, $ (the page parsed with cheerio) and json(). Yield items ({ type, ...fields })
   // and links (follow(url, { depth?, meta? })), or return { items, links }.
   *parse(page, ctx) {
@@ -230,9 +257,12 @@ ${privateAddressComment(s, '  ', '//')}
       // a computed field
       priceBand: price < 20 ? 'budget' : price < 40 ? 'mid-range' : 'premium',
     };
-  },
+  },`;
+}
 
-  // request(url, ctx) runs in the fetch stage before each request: extra headers, cookies, a method
+/** The code starter's request and item hooks, and the end of the spider. */
+function tsHooks(): string {
+  return `  // request(url, ctx) runs in the fetch stage before each request: extra headers, cookies, a method
   // or a body for this URL.
   request(url, ctx) {
     return { headers: { 'accept-language': 'en' } };
@@ -244,6 +274,5 @@ ${privateAddressComment(s, '  ', '//')}
     if (item.type === 'book' && !(Number(item.price) > 0)) throw new Error('a book without a price');
     return item;
   },
-});
-`;
+});`;
 }
