@@ -129,10 +129,28 @@ describe('hostile servers never crash a worker; each URL ends with the right rea
         items: [{ type: 'page', fields: { title: { css: 'title', required: true } } }],
         retry: { maxRetryAfterMs: cap },
       });
-      const started = Date.now();
-      const run = await runCli(['crawl', spider, '--crawl-id', 'retry-after', '--out', `${dir}/retry-after.jsonl`, '--json', '--quiet'], { env, timeoutMs: 60_000 });
-      expect(run.code).toBe(0);
-      expect(Date.now() - started).toBeLessThan(30_000);
+      // While the crawl runs, how far ahead of Redis's clock any fetch job is scheduled: a retry told
+      // to come back in 31 years is parked in BullMQ's delayed set with that due time, whatever this
+      // machine's speed (scores are the due time in ms times 0x1000).
+      const delayedKey = `${new Keys(prefix).queuePrefix('fetch')}:fetch:delayed`;
+      let furthestAheadMs = 0;
+      let crawling = true;
+      const watching = (async () => {
+        while (crawling) {
+          const [scores, [seconds, micros]] = await Promise.all([redis.zrange(delayedKey, 0, -1, 'WITHSCORES'), redis.time()]);
+          const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+          for (let i = 1; i < scores.length; i += 2) furthestAheadMs = Math.max(furthestAheadMs, Math.floor(Number(scores[i]) / 0x1000) - now);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      })();
+      const run = await runCli(['crawl', spider, '--crawl-id', 'retry-after', '--out', `${dir}/retry-after.jsonl`, '--json', '--quiet'], { env, timeoutMs: 180_000 }).finally(() => {
+        crawling = false;
+      });
+      await watching;
+      // The crawl ends (within 3 minutes: it took over 60 s with `yes > /dev/null` on a core). That the
+      // waits were capped is judged on Redis's records below, not on how fast this machine ran it (the
+      // old companion check, under 30 s of this process's clock, could fail under load with no bug).
+      expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr.slice(-3000) }).toEqual({ code: 0, stderr: '' });
       expect(
         readJsonl(`${dir}/retry-after.jsonl`)
           .map((i) => i.title)
@@ -146,15 +164,23 @@ describe('hostile servers never crash a worker; each URL ends with the right rea
         }),
       );
       process.stderr.write(`retry-after: waits ${JSON.stringify(gaps)} ms with a cap of ${cap} ms\n`);
-      // Capped, not obeyed: the long ones wait about the cap (the host's hold and the retry's delay are
-      // both capped); garbage is ignored, so only the backoff and the others' hold apply.
-      for (const p of ['seconds', 'date', 'unavailable']) {
-        expect(gaps[p]).toBeGreaterThanOrEqual(cap - 100);
-        expect(gaps[p]).toBeLessThan(cap + 4000);
-      }
-      expect(gaps.garbage).toBeLessThan(cap + 4000);
+      // Capped, not obeyed: the long ones wait at least the cap, less 100 ms for the site's log taking
+      // its times in this process (a loaded machine only lengthens a gap, so this lower bound holds
+      // under load). Capped, not longer: judged below on Redis's records (the delayed set, the host's
+      // hold), not on these gaps. The old upper bound, each gap under cap + 4 s on the site's clock,
+      // measured this machine's speed as much as the cap: BullMQ's delayed-job promotion and the
+      // fetcher's pick-up ride on the load (3.25 s seen on a shared machine with no bug).
+      for (const p of ['seconds', 'date', 'unavailable']) expect(gaps[p]).toBeGreaterThanOrEqual(cap - 100);
+      // No job was ever scheduled further ahead than the cap allows: a retry waits the capped
+      // Retry-After (the backoff, at most 500 ms here, is below it), a job the limiter defers waits at
+      // most the capped hold, or at most 5 s behind a full host (acquireHost-2.lua's longest back-off).
+      // Read from Redis's own records, so load does not move it; an uncapped retry reads years.
+      process.stderr.write(`retry-after: the furthest-ahead fetch job was due ${furthestAheadMs} ms ahead\n`);
+      expect(furthestAheadMs).toBeLessThanOrEqual(cap + 5000);
+      // The host's hold ends at most the cap after now: it was set when a 429 was answered, earlier.
       const hold = Number(await redis.hget(new Keys(prefix).polite().host('127.0.0.1'), 'hold'));
-      expect(hold).toBeLessThanOrEqual(Date.now() + cap);
+      const [seconds, micros] = await redis.time();
+      expect(hold).toBeLessThanOrEqual(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) + cap);
       const status = JSON.parse(run.stdout.trim().split('\n').pop()!);
       expect(status.counters).toMatchObject({ seen: 5, fetched: 5, failed: 0, blocked: 3, items: 5 });
     } finally {

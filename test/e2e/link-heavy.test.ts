@@ -53,7 +53,12 @@ describe('a page with 200,000 links', () => {
     })();
     try {
       const out = join(dir, 'links.jsonl');
-      const crawl = spawnCli(['crawl', spider, '--crawl-id', 'links', '--out', out, '--json', '--quiet', '--concurrency', '64'], { env: testEnv(prefix) });
+      // BullMQ's own lock duration (30 s), not the suite's 5 s: the parser thread reads the 200,000
+      // links in one synchronous stretch, 16 s of it with `yes > /dev/null` on a core, and a job
+      // lock that lapses meanwhile sends the page round again and again (seen: "could not renew
+      // lock", then no end within 150 s). This test is about the size of Redis commands.
+      const env = testEnv(prefix, { LOCK_DURATION_MS: '30000' });
+      const crawl = spawnCli(['crawl', spider, '--crawl-id', 'links', '--out', out, '--json', '--quiet', '--concurrency', '64'], { env });
       const run = await resultWithin(crawl, 150_000, 'the link-heavy crawl');
       probing = false;
       await pinging;
@@ -74,29 +79,30 @@ describe('a page with 200,000 links', () => {
       const isAdmission = (command: string[]) =>
         (command[0]?.toLowerCase() === 'evalsha' && command[1] === ADMIT_SHA) ||
         (command[0]?.toLowerCase() === 'eval' && ADMIT_SOURCE.startsWith(command[1]!.replace(/\.\.\. \(\d+ more bytes\)$/, '')));
+      const argumentsOf = (command: string[]) => {
+        const more = /^\.\.\. \((\d+) more arguments\)$/.exec(command[command.length - 1]!);
+        return more ? command.length - 1 + Number(more[1]) : command.length;
+      };
       const admissions = slowlog.filter((e) => isAdmission(e[3]));
-      const urlsPerCall = admissions.map((e) => {
-        const last = e[3][e[3].length - 1]!;
-        const more = /^\.\.\. \((\d+) more arguments\)$/.exec(last);
-        const args = more ? e[3].length - 1 + Number(more[1]) : e[3].length;
-        return (args - 3 - 7 - 9 - 4) / 2;
-      });
+      const urlsPerCall = admissions.map((e) => (argumentsOf(e[3]) - 3 - 7 - 9 - 4) / 2);
       expect(urlsPerCall.filter((n) => n > 1).sort((a, b) => b - a)).toEqual(Array(10).fill(1000));
+      // What holds Redis up for every other client is one command's size: no command of the whole
+      // crawl, admission or any other, carries more than one 1,000-URL admission call's arguments.
+      // Counted in Redis's own log, so the machine's speed does not enter it.
+      const largestCommand = slowlog.reduce((largest, e) => Math.max(largest, argumentsOf(e[3])), 0);
+      expect(largestCommand).toBeLessThanOrEqual(3 + 7 + 9 + 4 + 2 * 1000);
       const slowestMs = slowlog.reduce((worst, e) => Math.max(worst, e[2] / 1000), 0);
-      process.stderr.write(`links: ${admissions.length} admission calls, slowest command ${slowestMs.toFixed(1)} ms, worst PING ${worstPingMs.toFixed(1)} ms over ${pings} pings\n`);
+      process.stderr.write(
+        `links: ${admissions.length} admission calls, largest command ${largestCommand} arguments, slowest command ${slowestMs.toFixed(1)} ms, worst PING ${worstPingMs.toFixed(1)} ms over ${pings} pings\n`,
+      );
       expect(pings).toBeGreaterThan(50);
-      // Redis's own time for the slowest command holds every other client up by as much: the bound
-      // that matters. It is 12-30 ms for 1,000 URLs; a Redis that loses its core to other processes
-      // mid-command stretches it (57 ms seen with a benchmark and two test runs on two cores). A
-      // PING's round trip adds this test process's event-loop stalls and the machine's load too (124
-      // and 506 ms seen in CI runs), so its bound is looser; both bound what the chunking prevents:
-      // one call for all 200,000 links held Redis for 2.4-6 s (12-30 ms per 1,000 URLs). With the
-      // chunking broken on purpose (ADMIT_CHUNK 10^6), this machine read a slowest command of 209 ms:
-      // the bound sits between that and the 61 ms seen loaded. The call count above is the exact
-      // guard; a PING's round trip cannot tell the two apart on a loaded machine (1,061 ms seen in CI
-      // with the chunking intact, 205 ms without it), so its bound only catches a hang.
-      expect(slowestMs).toBeLessThan(150);
-      expect(worstPingMs).toBeLessThan(2000);
+      // The slowest command's time and the worst PING are figures of speed, printed above, not judged
+      // here: Redis's own time for a command stretches when Redis loses its core mid-command (57 ms
+      // seen loaded against 12-30 ms quiet, and 209 ms with the chunking broken on purpose), and a
+      // PING's round trip adds this process's event-loop stalls and the machine's load (1,061 ms seen
+      // in CI with the chunking intact, 205 ms without it). Both failed on loaded machines with no
+      // bug (#29). What they stood for is judged exactly above: the admission calls' sizes and the
+      // largest command's. How long Redis is held belongs to the bench.
     } finally {
       probing = false;
       await admin.config('SET', 'slowlog-log-slower-than', slowlogThreshold);

@@ -79,9 +79,11 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       // held every host to one fleet-wide limit shows 2). Measured in requests, not in time, so a
       // loaded machine does not change it.
       expect(hostStats(pages).maxConcurrent).toBeGreaterThanOrEqual(6);
-      // And in time, loosely: about 5 (4.6 on an idle machine), 2.6 with a build and a FerretDB
-      // under debug logging sharing the two cores; serialised hosts would give 1.
-      expect(ratio).toBeGreaterThan(2.2);
+      // And in time: the ratio of the rates, printed above, about 5 (4.6 on an idle machine), 2.6 with
+      // a build and a FerretDB under debug logging sharing the two cores; serialised hosts would give 1.
+      // It is a figure of speed, not judged here (#29: its bound, 2.2, sat close to what a loaded
+      // machine reads): the bench's to follow. The count above is the check that the hosts ran side
+      // by side.
       // No ceiling on the ratio: the per-host gap and concurrency checks above already bound the rate
       // from above, and load on a shared machine that slows the one-host run only raises the ratio.
       expect(oneHostRate).toBeLessThanOrEqual(5);

@@ -88,7 +88,14 @@ describe('redirects to another host obey that host: its robots.txt, its politene
         'slow.test',
       );
       expect(slow.count).toBe(4);
-      expect(slow.minGapMs).toBeGreaterThanOrEqual(SLOW_DELAY_MS);
+      // The limiter spaces the grants 840 ms apart on Redis's clock (the delay and hostSpacing.lua's
+      // 40 ms); the site sees each start a moment after its grant, and a loaded machine stretches that
+      // moment for one request and not the next, so one gap can shrink by more than the 40 ms. The
+      // median holds the delay; the smallest gap keeps 60% of it, as in the long-tail and fairness
+      // tests: targets that skipped the host's slot would start together, near 0 ms apart. (The old
+      // bound, every gap at least the delay, left 40 ms for that moment.)
+      expect(slow.medianGapMs).toBeGreaterThanOrEqual(SLOW_DELAY_MS);
+      expect(slow.minGapMs).toBeGreaterThanOrEqual(SLOW_DELAY_MS * 0.6);
 
       const items = readJsonl(out);
       expect(items.map((i) => [new URL(i.url as string).host.replace(/:\d+$/, ''), i.title]).sort()).toEqual([

@@ -86,17 +86,26 @@ describe('a worker started before Redis', () => {
       expect(run.stderr).toMatch(
         new RegExp(`\\ncrawlfleet: cannot reach Redis at redis://\\*\\*\\*:\\*\\*\\*@127\\.0\\.0\\.1:${port} within REDIS_STARTUP_TIMEOUT_MS \\(3000 ms, \\d+ attempts\\): .*ECONNREFUSED`),
       );
-      expect(logLines(run.stderr, RETRY_MSG).length).toBeGreaterThanOrEqual(2);
+      const retries = logLines(run.stderr, RETRY_MSG);
+      expect(retries.length).toBeGreaterThanOrEqual(2);
+      // It gave up on the setting's schedule, read from its own log rather than from how long this
+      // machine took to start and run it: every retry names the 3,000 ms, and its waits together
+      // never pass them (the default, 60 s, would ask for more). The old bound, the whole run under
+      // 20 s of this process's clock, counted two cold Node starts on a loaded machine too.
+      expect(retries.map((l) => l.timeoutMs)).toEqual(retries.map(() => 3000));
+      expect(retries.reduce((sum, l) => sum + (l.retryInMs as number), 0)).toBeLessThanOrEqual(3000);
       expect(run.stderr).not.toContain('secret');
     }
+    // A lower bound: a loaded machine only lengthens the run.
     expect(elapsed).toBeGreaterThanOrEqual(3000);
-    expect(elapsed).toBeLessThan(20_000);
 
-    const statusStarted = Date.now();
     const status = await runCli(['status'], { env, timeoutMs: 30_000 });
     expect(status.code).toBe(1);
+    // At once: one attempt, no retry, and the error of a single connection (a status that waited
+    // would name REDIS_STARTUP_TIMEOUT_MS: "cannot reach Redis at URL within ..."). The old bound,
+    // under 8 s of this process's clock, timed a cold Node start as much as the attempt.
     expect(status.stderr).toContain(`crawlfleet: cannot reach Redis at redis://***:***@127.0.0.1:${port}: `);
+    expect(status.stderr).not.toContain('within REDIS_STARTUP_TIMEOUT_MS');
     expect(logLines(status.stderr, RETRY_MSG)).toEqual([]);
-    expect(Date.now() - statusStarted).toBeLessThan(3000 + 5000);
   });
 });
