@@ -1,9 +1,9 @@
-import got, { type Agents } from 'got';
+import got, { type Agents, type CancelableRequest, type OptionsOfBufferResponseBody, type Response } from 'got';
 import { NonRetryableError, RetryableError, type Spider, type WireCapture } from '@crawlfleet/core';
 import { encodeBody } from './body-codec.js';
 import { redirectTarget } from './redirect.js';
 import { lookup as dnsLookup } from 'node:dns';
-import { addressPolicy, assertUrlAddressAllowed, ForbiddenAddressError, guardLookup, type Lookup } from './address-guard.js';
+import { type AddressPolicy, addressPolicy, assertUrlAddressAllowed, ForbiddenAddressError, guardLookup, type Lookup } from './address-guard.js';
 import { identityHeaders } from './user-agents.js';
 import { decodeContentEncoding } from './content-encoding.js';
 
@@ -85,16 +85,36 @@ function findForbidden(err: unknown): ForbiddenAddressError | undefined {
  * the decompressed body, and the SSRF guard on the first request, every redirect and every DNS answer
  * (also through a proxy: its agent tunnels to the address the guard vetted, see proxy-agent.ts).
  * got's own retries are off: BullMQ attempts own retrying, so the two never stack.
+ *
+ * Its steps: vet the address → got's options → the request, its body capped → the page, or the
+ * error named for what the caller should do.
  */
 export async function fetchPage(url: string, spider: FetchSettings, options: FetchOptions): Promise<FetchResult> {
   const policy = addressPolicy(spider);
-  const limits = options.maxResponseBytes ? { ...spider.limits, maxResponseBytes: Math.min(options.maxResponseBytes, spider.limits.maxResponseBytes) } : spider.limits;
+  const limits = requestLimits(spider.limits, options.maxResponseBytes);
   const lookup = policy.allowPrivate ? options.lookup : guardLookup(options.lookup ?? (dnsLookup as unknown as Lookup), policy);
   assertUrlAddressAllowed(new URL(url), policy);
   const started = performance.now();
-  let tooLarge = false;
+  const request = got(url, gotOptions(options, limits, lookup, policy));
+  const tooLarge = capBodySize(request, limits.maxResponseBytes);
+  try {
+    return pageOf(await request, url, options, limits.maxResponseBytes, started);
+  } catch (err) {
+    throw requestError(err, tooLarge(), limits.maxResponseBytes, url);
+  }
+}
+
+type RequestLimits = FetchSettings['limits'];
+
+/** Pure: the spider's limits for one request, its size cap lowered to the caller's (robots.txt, probes). */
+export function requestLimits(limits: RequestLimits, maxResponseBytes: number | undefined): RequestLimits {
+  return maxResponseBytes ? { ...limits, maxResponseBytes: Math.min(maxResponseBytes, limits.maxResponseBytes) } : limits;
+}
+
+/** got's options for one request: the hook's shape, no retries nor cache, the redirect rule, phase timeouts, the guard on every redirect. */
+function gotOptions(options: FetchOptions, limits: RequestLimits, lookup: Lookup | undefined, policy: AddressPolicy): OptionsOfBufferResponseBody {
   const shape = options.request;
-  const request = got(url, {
+  return {
     ...(shape ? { method: shape.method, ...(shape.body !== undefined ? { body: shape.body } : {}) } : {}),
     responseType: 'buffer',
     throwHttpErrors: false,
@@ -124,41 +144,55 @@ export async function fetchPage(url: string, spider: FetchSettings, options: Fet
     hooks: {
       beforeRedirect: [(next) => assertUrlAddressAllowed(next.url as URL, policy)],
     },
-  });
+  };
+}
+
+/** Cancels the request once its body passes the cap (got counts decompressed bytes); the answer says whether it did. */
+function capBodySize(request: CancelableRequest<Response<Buffer>>, maxResponseBytes: number): () => boolean {
+  let tooLarge = false;
   request.on('downloadProgress', (progress: { transferred: number; total?: number }) => {
-    if (progress.transferred > limits.maxResponseBytes || (progress.total ?? 0) > limits.maxResponseBytes) {
+    if (progress.transferred > maxResponseBytes || (progress.total ?? 0) > maxResponseBytes) {
       tooLarge = true;
       request.cancel();
     }
   });
-  try {
-    const response = await request;
-    const body = options.keepWire ? decodeContentEncoding(response.body, response.headers['content-encoding'], limits.maxResponseBytes, url) : response.body;
-    return {
-      url: response.url,
-      status: response.statusCode,
-      headers: response.headers,
-      contentType: response.headers['content-type'],
-      body,
-      ...(options.keepWire ? { wire: wireExchange(response as unknown as RawResponse) } : {}),
-      elapsedMs: performance.now() - started,
-      redirects: response.redirectUrls.length,
-    };
-  } catch (err) {
-    if (err instanceof NonRetryableError || err instanceof RetryableError) throw err;
-    if (tooLarge) {
-      throw new NonRetryableError('ERR_RESPONSE_TOO_LARGE', `response larger than ${limits.maxResponseBytes} bytes`, { url }, { cause: err });
-    }
-    const forbidden = findForbidden(err);
-    if (forbidden) throw forbidden;
-    const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
-    const message = `${code}: ${(err as Error).message}`;
-    if (code === 'ERR_TOO_MANY_REDIRECTS' || code === 'ENOTFOUND' || code === 'ERR_INVALID_URL' || code === 'ERR_UNSUPPORTED_PROTOCOL') {
-      throw new NonRetryableError(code, message, { url }, { cause: err });
-    }
-    // Timeouts, resets, refused connections and broken bodies: another attempt may succeed.
-    throw new RetryableError(code, message, { url }, { cause: err });
+  return () => tooLarge;
+}
+
+/** The response as a FetchResult: its body decoded here when the wire is kept, and the exchange with it. */
+function pageOf(response: Response<Buffer>, url: string, options: FetchOptions, maxResponseBytes: number, started: number): FetchResult {
+  const body = options.keepWire ? decodeContentEncoding(response.body, response.headers['content-encoding'], maxResponseBytes, url) : response.body;
+  return {
+    url: response.url,
+    status: response.statusCode,
+    headers: response.headers,
+    contentType: response.headers['content-type'],
+    body,
+    ...(options.keepWire ? { wire: wireExchange(response as unknown as RawResponse) } : {}),
+    elapsedMs: performance.now() - started,
+    redirects: response.redirectUrls.length,
+  };
+}
+
+/**
+ * Pure: the error a failed request throws, named for what the caller should do: ours as they are,
+ * a body over the cap and the SSRF guard's refusal as such, a code no attempt can change as
+ * NonRetryableError, and anything else as RetryableError.
+ */
+export function requestError(err: unknown, tooLarge: boolean, maxResponseBytes: number, url: string): Error {
+  if (err instanceof NonRetryableError || err instanceof RetryableError) return err;
+  if (tooLarge) {
+    return new NonRetryableError('ERR_RESPONSE_TOO_LARGE', `response larger than ${maxResponseBytes} bytes`, { url }, { cause: err });
   }
+  const forbidden = findForbidden(err);
+  if (forbidden) return forbidden;
+  const code = (err as { code?: string }).code ?? 'ERR_UNKNOWN';
+  const message = `${code}: ${(err as Error).message}`;
+  if (code === 'ERR_TOO_MANY_REDIRECTS' || code === 'ENOTFOUND' || code === 'ERR_INVALID_URL' || code === 'ERR_UNSUPPORTED_PROTOCOL') {
+    return new NonRetryableError(code, message, { url }, { cause: err });
+  }
+  // Timeouts, resets, refused connections and broken bodies: another attempt may succeed.
+  return new RetryableError(code, message, { url }, { cause: err });
 }
 
 /** A fetched page's exchange as job data (WireCapture): what the writers archive. */

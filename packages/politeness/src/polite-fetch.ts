@@ -1,11 +1,11 @@
 import { parseRetryAfter, type Keys, type Logger, type Spider, type RedisClient } from '@crawlfleet/core';
-import { classifyResponse, fetchPage, headerValue, isInlineRedirect, type FetchResult, type HttpRequestShape, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
-import { hostPolicy, jitterFactor, nextThrottleDelay } from './host-policy.js';
-import { Limiter, type ProxyOutcome } from './limiter.js';
+import { classifyResponse, fetchPage, headerValue, isInlineRedirect, type FetchOptions, type FetchResult, type HttpRequestShape, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
+import { type HostPolicy, hostPolicy, jitterFactor, nextThrottleDelay } from './host-policy.js';
+import { type Grant, Limiter, type ProxyOutcome, type ReleaseInput } from './limiter.js';
 import { orderProxies } from './proxy-health.js';
 import type { ProxyEntry } from './proxy-list.js';
 import type { ProxyPool } from './proxy-pool.js';
-import { ROBOTS_FETCH_MAX_BYTES, type RobotsCache, type RobotsFetch, type RobotsRules } from './robots.js';
+import { ROBOTS_FETCH_MAX_BYTES, type RobotsCache, type RobotsFetch, type RobotsLookup, type RobotsRules } from './robots.js';
 
 export interface PoliteFetchInput {
   url: string;
@@ -82,6 +82,42 @@ export function isProxyFault(err: unknown): boolean {
   return false;
 }
 
+/** What robots.txt lets this fetch do: the page under its rules, or first the origin's robots.txt itself. */
+export interface RobotsGate {
+  /** set when this turn fetches the origin's robots.txt (its lock is ours), not the page */
+  robotsOrigin: string | undefined;
+  /** the origin's rules (undefined when robots.txt is not obeyed, or not known yet) */
+  rules: RobotsRules | undefined;
+  crawlDelayMs: number | undefined;
+}
+
+/** One turn of a fetch: its request's target, under the host's slot and maybe a proxy. */
+interface FetchTurn extends RobotsGate {
+  input: PoliteFetchInput;
+  url: URL;
+  /** the page's URL, or its origin's robots.txt */
+  target: string;
+  policy: HostPolicy;
+  grant: Extract<Grant, { go: true }>;
+  proxy: ProxyEntry | undefined;
+}
+
+/** What the request brought: a page, or the error it failed with. */
+export interface FetchExchange {
+  page: FetchResult | undefined;
+  error: unknown;
+}
+
+/** What an exchange says: the page's verdict, a Retry-After hold, and the proxy's part in it. */
+export interface ExchangeFacts {
+  verdict: ResponseVerdict | undefined;
+  retryAfterMs: number | undefined;
+  /** the proxy itself failed (isProxyFault) */
+  proxyFault: boolean;
+  /** what goes into the proxy's health: none for a request without a proxy, or an error that is not the proxy's */
+  proxyOutcome: ProxyOutcome | undefined;
+}
+
 /**
  * One fetch, the polite way: robots.txt first (fetched once per host for the fleet), then a
  * fleet-wide slot for the host and a proxy's request (or how long to wait for one), then the
@@ -103,31 +139,47 @@ export class PoliteFetcher {
     this.limiter = new Limiter(redis, keys);
   }
 
+  /**
+   * The steps: robots.txt → wait for the host (and pick a proxy) → the request → classify → record
+   * what was learnt → robots.txt kept (then the page's own turn), or the page's outcome.
+   */
   async fetch(input: PoliteFetchInput): Promise<PoliteFetchOutcome> {
-    const { spider } = input;
     const url = new URL(input.url);
-    let crawlDelayMs: number | undefined;
-    let robotsOrigin: string | undefined;
-    let rules: RobotsRules | undefined;
-    if (spider.obeyRobotsTxt) {
-      const found = await this.robots.lookup(url.origin);
-      if (found === 'missing') {
-        // Another fetcher is fetching it: come back in a moment rather than fetch it twice.
-        if (!(await this.robots.lock(url.origin))) return { kind: 'wait', waitMs: 200 + Math.floor(Math.random() * 200), reason: 'robots.txt' };
-        robotsOrigin = url.origin;
-      } else if ('unavailable' in found) {
-        return { kind: 'robots-unavailable', reason: `robots.txt of ${url.origin} is unavailable (${found.unavailable}); not crawling the host until it answers` };
-      } else {
-        if (!found.rules.isAllowed(input.url)) return { kind: 'disallowed' };
-        crawlDelayMs = found.rules.crawlDelayMs;
-        rules = found.rules;
-      }
-    }
-    const target = robotsOrigin ? `${robotsOrigin}/robots.txt` : input.url;
-    const policy = hostPolicy(spider, url.hostname, crawlDelayMs);
+    const gate = await this.passRobots(input, url);
+    if ('kind' in gate) return gate;
+    const turn = await this.waitForHost(input, url, gate);
+    if ('kind' in turn) return turn;
+    const exchange = await this.send(turn);
+    const facts = judgeExchange(exchange, input.spider, { proxied: turn.proxy !== undefined, robots: Boolean(turn.robotsOrigin) });
+    await this.record(turn, exchange, facts);
+    const host = hostTurnReport(turn.policy, turn.grant, exchange.page, facts.retryAfterMs);
+    if (turn.robotsOrigin) return this.keepRobots(turn, exchange, facts.proxyFault, host);
+    const { page, error } = exchange;
+    if (!page) return { kind: 'error', error, proxy: turn.proxy, proxyFault: facts.proxyFault, host };
+    return { kind: 'response', page, verdict: facts.verdict!, proxy: turn.proxy, retryAfterMs: facts.retryAfterMs, host };
+  }
+
+  /** robots.txt first: its rules, or this turn fetches it (one fetcher of the fleet, under its lock), or an outcome without a request. */
+  private async passRobots(input: PoliteFetchInput, url: URL): Promise<RobotsGate | PoliteFetchOutcome> {
+    if (!input.spider.obeyRobotsTxt) return { robotsOrigin: undefined, rules: undefined, crawlDelayMs: undefined };
+    const found = await this.robots.lookup(url.origin);
+    if (found !== 'missing') return robotsGate(found, input.url, url.origin);
+    // Another fetcher is fetching it: come back in a moment rather than fetch it twice.
+    if (!(await this.robots.lock(url.origin))) return { kind: 'wait', waitMs: 200 + Math.floor(Math.random() * 200), reason: 'robots.txt' };
+    return { robotsOrigin: url.origin, rules: undefined, crawlDelayMs: undefined };
+  }
+
+  /**
+   * The proxies in the spider's order, then a fleet-wide slot for the host and a proxy's token
+   * (acquireHost, takeProxy), or how long to wait for them; a wait lets go of the robots.txt lock.
+   */
+  private async waitForHost(input: PoliteFetchInput, url: URL, gate: RobotsGate): Promise<FetchTurn | PoliteFetchOutcome> {
+    const { spider } = input;
+    const target = gate.robotsOrigin ? `${gate.robotsOrigin}/robots.txt` : input.url;
+    const policy = hostPolicy(spider, url.hostname, gate.crawlDelayMs);
     const proxies = this.pool.size > 0 ? orderProxies(spider.proxies.strategy, await this.pool.health(), { now: Date.now(), avoid: input.avoidProxies }) : [];
     if (this.pool.size > 0 && proxies.length === 0) {
-      if (robotsOrigin) await this.robots.unlock(robotsOrigin);
+      if (gate.robotsOrigin) await this.robots.unlock(gate.robotsOrigin);
       this.log.warn({ url: input.url }, 'every proxy is banned: waiting for a probe to bring one back');
       return { kind: 'wait', waitMs: NO_PROXY_WAIT_MS, reason: 'no-proxy' };
     }
@@ -145,89 +197,176 @@ export class PoliteFetcher {
       line: input.crawlId ?? '',
     });
     if (!grant.go) {
-      if (robotsOrigin) await this.robots.unlock(robotsOrigin);
+      if (gate.robotsOrigin) await this.robots.unlock(gate.robotsOrigin);
       return { kind: 'wait', waitMs: grant.waitMs, reason: grant.reason };
     }
     const proxy = grant.proxy ? this.pool.entries.find((e) => e.id === grant.proxy!.id) : undefined;
+    return { ...gate, input, url, target, policy, grant, proxy };
+  }
 
-    let page: FetchResult | undefined;
-    let error: unknown;
+  /** The request, its failure caught: what it brought. */
+  private async send(turn: FetchTurn): Promise<FetchExchange> {
     try {
-      // A chain of redirects is bounded as a whole: those that led to a page count against its request's.
-      const limits = robotsOrigin ? spider.limits : { ...spider.limits, maxRedirects: Math.max(0, spider.limits.maxRedirects - (input.redirects ?? 0)) };
-      page = await (input.load && !robotsOrigin
-        ? input.load(target, {
-            userAgent: input.userAgent,
-            timeoutMs: spider.limits.timeoutMs,
-            ...(input.signal ? { signal: input.signal } : {}),
-            // The browser's redirects under the plain request's rules.
-            followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true),
-            maxRedirects: limits.maxRedirects,
-          })
-        : fetchPage(
-            target,
-            { ...spider, limits },
-            {
-              userAgent: input.userAgent,
-              // Through a proxy, the agent resolves and vets the name with this lookup, and tunnels to the IP.
-              ...(proxy ? { agent: this.pool.agents(proxy.id, spider.proxies) } : {}),
-              ...(this.lookup ? { lookup: this.lookup } : {}),
-              // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
-              ...(robotsOrigin
-                ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES }
-                : {
-                    followRedirect: (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true),
-                    ...(input.request ? { request: input.request } : {}),
-                    ...(input.keepWire ? { keepWire: true } : {}),
-                  }),
-            },
-          ));
+      return { page: await this.request(turn), error: undefined };
     } catch (err) {
-      error = err;
+      return { page: undefined, error: err };
     }
+  }
 
-    const verdict = page ? classifyResponse(page, spider) : undefined;
-    const retryAfterMs = page && (page.status === 429 || page.status === 503) ? parseRetryAfter(headerValue(page.headers, 'retry-after'), Date.now(), spider.retry.maxRetryAfterMs) : undefined;
-    const proxyFault = error !== undefined && proxy !== undefined && isProxyFault(error);
-    const proxyOutcome: ProxyOutcome | undefined = !proxy ? undefined : page ? (verdict?.kind === 'blocked' && !robotsOrigin ? 'block' : 'ok') : proxyFault ? 'fail' : undefined;
-    const banned = await this.limiter.release({
-      host: url.hostname,
-      leaseId: input.leaseId,
-      ...(page ? { latencyMs: page.elapsedMs } : {}),
-      ...(retryAfterMs !== undefined ? { holdMs: retryAfterMs } : {}),
-      ...(policy.autoThrottle.enabled && !proxyFault
-        ? { hostDelayMs: nextThrottleDelay(grant.hostDelayMs, { latencyMs: page?.elapsedMs ?? spider.limits.timeoutMs, ...(page ? { status: page.status } : {}), failed: !page }, policy) }
-        : {}),
-      ...(proxy && proxyOutcome ? { proxy: { id: proxy.id, outcome: proxyOutcome } } : {}),
-      banAfterFailures: spider.proxies.banAfterFailures,
-      probeAfterMs: FIRST_PROBE_AFTER_MS,
-      maxHoldMs: spider.retry.maxRetryAfterMs,
-    });
+  /** The page loader's load (a browser) or one plain request: robots.txt is always a plain one. */
+  private request(turn: FetchTurn): Promise<FetchResult> {
+    const { input, robotsOrigin, rules, target } = turn;
+    const { spider } = input;
+    // A chain of redirects is bounded as a whole: those that led to a page count against its request's.
+    const limits = chainLimits(spider.limits, Boolean(robotsOrigin), input.redirects);
+    if (input.load && !robotsOrigin) return input.load(target, pageLoadOptions(input, limits.maxRedirects, rules));
+    return fetchPage(target, { ...spider, limits }, this.fetchOptions(turn));
+  }
+
+  /** A plain request's options: through the turn's proxy, with the fleet's lookup; robots.txt's own size cap, or the page's redirects, hook and wire. */
+  private fetchOptions(turn: FetchTurn): FetchOptions {
+    const { input, proxy, robotsOrigin, rules } = turn;
+    return {
+      userAgent: input.userAgent,
+      // Through a proxy, the agent resolves and vets the name with this lookup, and tunnels to the IP.
+      ...(proxy ? { agent: this.pool.agents(proxy.id, input.spider.proxies) } : {}),
+      ...(this.lookup ? { lookup: this.lookup } : {}),
+      // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
+      ...(robotsOrigin ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES } : pageFetchOptions(input, rules)),
+    };
+  }
+
+  /** releaseHost and proxyOutcome: the lease back, what was learnt of the host and the proxy; a ban is logged. */
+  private async record(turn: FetchTurn, exchange: FetchExchange, facts: ExchangeFacts): Promise<void> {
+    const { spider } = turn.input;
+    const lease = { host: turn.url.hostname, leaseId: turn.input.leaseId, policy: turn.policy, hostDelayMs: turn.grant.hostDelayMs, proxyId: turn.proxy?.id };
+    const banned = await this.limiter.release(releaseInput(spider, lease, exchange.page, facts));
     if (banned) {
       this.pool.invalidate();
-      this.log.warn({ proxy: proxy!.label, banAfterFailures: spider.proxies.banAfterFailures }, 'proxy banned after repeated failures; probing it in the background');
+      this.log.warn({ proxy: turn.proxy!.label, banAfterFailures: spider.proxies.banAfterFailures }, 'proxy banned after repeated failures; probing it in the background');
     }
-
-    const host: HostTurnReport = {
-      concurrency: policy.concurrency,
-      delayMs: grant.hostDelayMs,
-      startedAt: grant.startedAt,
-      ...(retryAfterMs !== undefined ? { holdUntil: grant.startedAt + (page?.elapsedMs ?? 0) + retryAfterMs } : {}),
-    };
-    if (robotsOrigin) {
-      // A proxy that failed says nothing of the site; an address the SSRF guard refuses is the URL's
-      // own fault: neither is the site's robots.txt being unavailable.
-      if (proxyFault || (error as { code?: string } | undefined)?.code === 'ERR_FORBIDDEN_ADDRESS') {
-        await this.robots.unlock(robotsOrigin);
-        return { kind: 'error', error, proxy, proxyFault, host };
-      }
-      const fetched: RobotsFetch = page ? { status: page.status, body: page.body.toString('utf8') } : { unavailable: (error as Error).message };
-      await this.robots.store(robotsOrigin, fetched);
-      this.log.debug({ origin: robotsOrigin, status: page?.status }, 'robots.txt fetched');
-      // The rules are known now; the page itself takes its own turn.
-      return this.fetch(input);
-    }
-    if (!page) return { kind: 'error', error, proxy, proxyFault, host };
-    return { kind: 'response', page, verdict: verdict!, proxy, retryAfterMs, host };
   }
+
+  /** A robots.txt fetched is stored for the fleet, and the page then takes its own turn; one that says nothing of the site lets go of the lock. */
+  private async keepRobots(turn: FetchTurn, exchange: FetchExchange, proxyFault: boolean, host: HostTurnReport): Promise<PoliteFetchOutcome> {
+    const robotsOrigin = turn.robotsOrigin!;
+    const fetched = robotsAnswer(exchange, proxyFault);
+    if (!fetched) {
+      await this.robots.unlock(robotsOrigin);
+      return { kind: 'error', error: exchange.error, proxy: turn.proxy, proxyFault, host };
+    }
+    await this.robots.store(robotsOrigin, fetched);
+    this.log.debug({ origin: robotsOrigin, status: exchange.page?.status }, 'robots.txt fetched');
+    // The rules are known now; the page itself takes its own turn.
+    return this.fetch(turn.input);
+  }
+}
+
+/** Pure: what an origin's known robots.txt says of a URL: not now (unavailable), never (disallowed), or go under its rules. */
+export function robotsGate(found: Exclude<RobotsLookup, 'missing'>, url: string, origin: string): RobotsGate | PoliteFetchOutcome {
+  if ('unavailable' in found) {
+    return { kind: 'robots-unavailable', reason: `robots.txt of ${origin} is unavailable (${found.unavailable}); not crawling the host until it answers` };
+  }
+  if (!found.rules.isAllowed(url)) return { kind: 'disallowed' };
+  return { robotsOrigin: undefined, rules: found.rules, crawlDelayMs: found.rules.crawlDelayMs };
+}
+
+/** Pure: the limits of one request. robots.txt has the spider's; a page's redirects left are those the chain that led to it has not spent. */
+export function chainLimits<L extends { maxRedirects: number }>(limits: L, forRobots: boolean, redirects: number | undefined): L {
+  return forRobots ? limits : { ...limits, maxRedirects: Math.max(0, limits.maxRedirects - (redirects ?? 0)) };
+}
+
+/** Pure: which redirects a page's request follows inline: same-origin ones its robots.txt allows (all same-origin ones without rules). */
+export function inlineRedirectRule(rules: RobotsRules | undefined): (from: URL, to: URL) => boolean {
+  return (from: URL, to: URL) => isInlineRedirect(from, to) && (rules?.isAllowed(to.href) ?? true);
+}
+
+/** Pure: a page loader's options: the job's user agent, timeout and deadline, and the plain request's redirect rules. */
+export function pageLoadOptions(input: PoliteFetchInput, maxRedirects: number, rules: RobotsRules | undefined): PageLoadOptions {
+  return {
+    userAgent: input.userAgent,
+    timeoutMs: input.spider.limits.timeoutMs,
+    ...(input.signal ? { signal: input.signal } : {}),
+    // The browser's redirects under the plain request's rules.
+    followRedirect: inlineRedirectRule(rules),
+    maxRedirects,
+  };
+}
+
+/** Pure: what a page's plain request adds to robots.txt's: the inline redirect rule, the request hook's shape, the wire kept. */
+export function pageFetchOptions(input: Pick<PoliteFetchInput, 'request' | 'keepWire'>, rules: RobotsRules | undefined): Pick<FetchOptions, 'followRedirect' | 'request' | 'keepWire'> {
+  return {
+    followRedirect: inlineRedirectRule(rules),
+    ...(input.request ? { request: input.request } : {}),
+    ...(input.keepWire ? { keepWire: true } : {}),
+  };
+}
+
+/**
+ * Pure (the clock aside, read only for a Retry-After): what an exchange says. A page has its
+ * verdict, and a 429 or 503 its Retry-After (capped); a proxy's outcome is a block for a page it
+ * was blocked through, ok for any other answer, a failure only when the proxy itself failed.
+ */
+export function judgeExchange(exchange: FetchExchange, spider: Spider, how: { proxied: boolean; robots: boolean }, now: () => number = Date.now): ExchangeFacts {
+  const { page, error } = exchange;
+  const verdict = page ? classifyResponse(page, spider) : undefined;
+  const retryAfterMs = page && (page.status === 429 || page.status === 503) ? parseRetryAfter(headerValue(page.headers, 'retry-after'), now(), spider.retry.maxRetryAfterMs) : undefined;
+  const proxyFault = error !== undefined && how.proxied && isProxyFault(error);
+  const proxyOutcome: ProxyOutcome | undefined = !how.proxied ? undefined : page ? (verdict?.kind === 'blocked' && !how.robots ? 'block' : 'ok') : proxyFault ? 'fail' : undefined;
+  return { verdict, retryAfterMs, proxyFault, proxyOutcome };
+}
+
+/** The host's lease of one turn, as releaseHost needs it. */
+export interface HostLease {
+  host: string;
+  leaseId: string;
+  policy: HostPolicy;
+  /** the delay between starts the host was held to (the grant's) */
+  hostDelayMs: number;
+  proxyId: string | undefined;
+}
+
+/** Pure: releaseHost's input: the page's latency, a Retry-After hold, the next AutoThrottle delay (not after a proxy's own failure), the proxy's outcome. */
+export function releaseInput(spider: Spider, lease: HostLease, page: FetchResult | undefined, facts: ExchangeFacts): ReleaseInput {
+  const { policy } = lease;
+  return {
+    host: lease.host,
+    leaseId: lease.leaseId,
+    ...(page ? { latencyMs: page.elapsedMs } : {}),
+    ...(facts.retryAfterMs !== undefined ? { holdMs: facts.retryAfterMs } : {}),
+    ...(policy.autoThrottle.enabled && !facts.proxyFault
+      ? { hostDelayMs: nextThrottleDelay(lease.hostDelayMs, { latencyMs: page?.elapsedMs ?? spider.limits.timeoutMs, ...(page ? { status: page.status } : {}), failed: !page }, policy) }
+      : {}),
+    ...(lease.proxyId !== undefined && facts.proxyOutcome ? { proxy: { id: lease.proxyId, outcome: facts.proxyOutcome } } : {}),
+    banAfterFailures: spider.proxies.banAfterFailures,
+    probeAfterMs: FIRST_PROBE_AFTER_MS,
+    maxHoldMs: spider.retry.maxRetryAfterMs,
+  };
+}
+
+/** Pure: what a fetch learnt of its host, for the frontier: a Retry-After hold runs from the request's start plus its time. */
+export function hostTurnReport(
+  policy: Pick<HostPolicy, 'concurrency'>,
+  grant: { hostDelayMs: number; startedAt: number },
+  page: FetchResult | undefined,
+  retryAfterMs: number | undefined,
+): HostTurnReport {
+  return {
+    concurrency: policy.concurrency,
+    delayMs: grant.hostDelayMs,
+    startedAt: grant.startedAt,
+    ...(retryAfterMs !== undefined ? { holdUntil: grant.startedAt + (page?.elapsedMs ?? 0) + retryAfterMs } : {}),
+  };
+}
+
+/**
+ * Pure: what a robots.txt fetch says of its site, to store: the answer, or the error as `unavailable`.
+ * undefined when it says nothing of the site.
+ */
+export function robotsAnswer(exchange: FetchExchange, proxyFault: boolean): RobotsFetch | undefined {
+  const { page, error } = exchange;
+  // A proxy that failed says nothing of the site; an address the SSRF guard refuses is the URL's
+  // own fault: neither is the site's robots.txt being unavailable.
+  if (proxyFault || (error as { code?: string } | undefined)?.code === 'ERR_FORBIDDEN_ADDRESS') return undefined;
+  return page ? { status: page.status, body: page.body.toString('utf8') } : { unavailable: (error as Error).message };
 }
