@@ -17,7 +17,7 @@
   ARGV[5] the prefix of the host queue keys
 
   Returns 1 when the caller must (re)add the fetch job, 0 when the job is no longer pending (it
-  finished meanwhile), -1 when the URL was rebuilt too often already (the caller dead-letters it).
+  finished meanwhile) or no longer suspect (another round rewound it already), -1 when the URL was rebuilt too often already (the caller dead-letters it).
 ]]
 --!include urlIndex.lua
 --!include hosts.lua
@@ -26,8 +26,10 @@ if redis.call('SISMEMBER', KEYS[1], id) == 0 then
   redis.call('HDEL', KEYS[4], id)
   return 0
 end
+-- Only a round that found it lost acts, once: the fleet's lock gives one round per interval, not one
+-- round at a time, and a second round at once, which read it lost too, finds its suspect entry gone.
+if redis.call('HDEL', KEYS[4], id) == 0 then return 0 end
 local fp = string.sub(id, 2)
-redis.call('HDEL', KEYS[4], id)
 redis.call('SREM', KEYS[6], id)
 redis.call('SREM', KEYS[7], id)
 if redis.call('HINCRBY', KEYS[3], fp, 1) > tonumber(ARGV[2]) then return -1 end
