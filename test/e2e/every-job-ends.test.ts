@@ -15,11 +15,7 @@ import { REDIS_URL, deadLetters, dropPrefix, readJsonl, runCli, spawnCli, tempDi
  * BullMQ failed on its own is dead-lettered, a stage a URL has passed never runs twice, and a crawl
  * is not marked done while its seeds are still being admitted.
  */
-// The grace is the time a job may stay pending with no BullMQ job before the reconciler redoes it.
-// A hand-over in flight (its finish done, its add not yet) is such a job for a moment: on a loaded
-// machine that moment passed 1.5 s once (reconciled 7, not 6, with every item right), so the grace
-// is well above any such stall, and the tests' exact reconciled counts count only the lost jobs.
-const FAST_RECONCILER = { RECONCILE_INTERVAL_MS: '500', RECONCILE_GRACE_MS: '6000' };
+const FAST_RECONCILER = { RECONCILE_INTERVAL_MS: '500', RECONCILE_GRACE_MS: '1500' };
 
 type Fleet = ReturnType<typeof spawnCli>[];
 
