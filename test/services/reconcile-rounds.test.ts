@@ -23,7 +23,7 @@ describe('two reconciler rounds at once', () => {
     const spider = validateSpider({ name: 'rounds', startUrls: [] });
     const sink = { kind: 'jsonl' as const, path: join(tempDir('rounds'), 'items.jsonl') };
     const { layout } = await registerCrawl(ctx.redis, ctx.keys, 'rounds', spider, sink);
-    const crawl = { ...layout, spider };
+    const crawl = (await ctx.crawls.get('rounds'))!;
     // Three URLs admitted and taken into the fetch stage, with no job behind them (a seeder that died before its add).
     const lost = Array.from({ length: 3 }, (_, i) => ({ url: `http://127.0.0.1:9/lost/${i}.html`, depth: 0, verdict: 'admit' as const }));
     const k = ctx.keys.part('rounds', 0, layout.parts);
