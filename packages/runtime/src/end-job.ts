@@ -52,10 +52,6 @@ export class DeadLetteredError extends UnrecoverableError {
   }
 }
 
-function deadLetterError(reason: string): DeadLetteredError {
-  return new DeadLetteredError(reason);
-}
-
 function crawlOf(at: JobAtHand): CrawlRecord {
   if (!at.crawl) throw new Error(`job ${at.job.id} has no crawl to end in`);
   return at.crawl;
@@ -131,7 +127,7 @@ class JobEnder {
     const dead = this.deadLetter(at, code, reason);
     await this.finish(at, { ...extra, counters, dead }, counters, inJobPartition(given, at.url), () => this.ctx.metrics.deadLetter(this.stage, code));
     // BullMQ's own failed set keeps it too, with the reason, for Bull Board; it is not retried.
-    throw deadLetterError(`${code}: ${reason}`);
+    throw new DeadLetteredError(`${code}: ${reason}`);
   }
 
   /** finishJob with the effects (and the fetch stage's take); when this finish was the first, the counts and the hand-over; then the fetches taken. */
@@ -170,7 +166,7 @@ class JobEnder {
       if (finished !== 'already') this.ctx.metrics.count({ failed: 1 });
     }
     // BullMQ's failed set keeps it with the reason (the only record of it without a crawl).
-    throw deadLetterError(reason);
+    throw new DeadLetteredError(reason);
   }
 
   private deadLetter(at: JobAtHand, code: string, reason: string): DeadLetter {
