@@ -1,7 +1,7 @@
 /** Jest on native ESM (run with --experimental-vm-modules); ts-jest only transpiles, `npm run typecheck` checks types. */
 const transform = { '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/test/tsconfig.json' }] };
 const common = {
-  testEnvironment: 'node',
+  testEnvironment: '<rootDir>/test/helpers/cpu-environment.cjs',
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform,
