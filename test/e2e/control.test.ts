@@ -5,6 +5,7 @@ import { catalogueSpider, siteShape, startCatalogueSite } from '../fixtures/cata
 import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
 import { CLI, REDIS_URL, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+import { crawlStatus } from '../helpers/status.js';
 
 const shape = siteShape(100, 20);
 
@@ -21,7 +22,7 @@ describe('crawl control: pause, resume, cancel, reset', () => {
       expect((await runCli(['pause', '--crawl-id', 'paused'], { env })).stdout).toContain('crawl paused paused');
       workers.push(...['fetcher', 'parser', 'writer'].map((s) => spawnCli(['worker', s], { env })));
       // The fetcher takes the seed's job and parks it (workers start slowly on a loaded machine).
-      const statusNow = async () => JSON.parse((await runCli(['status', '--crawl-id', 'paused', '--json'], { env })).stdout);
+      const statusNow = () => crawlStatus(env, 'paused');
       await waitFor(async () => (await statusNow()).queues.fetch.delayed === 1, 60_000, 'the paused crawl job parked');
       await new Promise((r) => setTimeout(r, 1000));
       const status = await statusNow();

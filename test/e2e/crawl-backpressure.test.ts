@@ -2,6 +2,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+import { crawlStatus } from '../helpers/status.js';
 
 /** A loopback port nothing listens on (taken, then given back). */
 async function closedPort(): Promise<number> {
@@ -23,7 +24,7 @@ describe('backpressure per crawl', () => {
     // The writers' MongoDB is a port nothing listens on: every write of the mongo crawl is parked.
     const env = testEnv(prefix, { MONGO_URL: `mongodb://127.0.0.1:${await closedPort()}/crawlfleet`, WRITE_HIGH_WATER: String(highWater), PARSE_HIGH_WATER: String(highWater) });
     const workers = ['fetcher', 'parser', 'writer'].map((stage) => spawnCli(['worker', stage, '--concurrency', '8'], { env }));
-    const status = async (crawlId: string) => JSON.parse((await runCli(['status', '--crawl-id', crawlId, '--json'], { env })).stdout);
+    const status = (crawlId: string) => crawlStatus(env, crawlId);
     try {
       const spider = writeJson(dir, 'catalogue.json', catalogueSpider(site.url));
       const truth = groundTruth(site.url, shape);

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { politeSpider, startPoliteSite } from '../fixtures/polite-site.mjs';
 import { REDIS_URL, ROOT, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson, deadLetters } from '../helpers/cli.js';
+import { crawlStatus } from '../helpers/status.js';
 import { startTinyproxy, type Tinyproxy } from '../helpers/tinyproxy.js';
 
 const PASSWORD = 's3cret-proxy-pw';
@@ -169,8 +170,7 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
       await waitFor(() => site.requests.length >= 20, 60_000, 'the crawl under way');
       await proxies[0]!.kill();
       const killedAt = Date.now();
-      const killedState = async () =>
-        JSON.parse((await runCli(['status', '--crawl-id', 'dies', '--json'], { env })).stdout).proxies.find((p: { proxy: string }) => p.proxy.endsWith(`:${proxies[0]!.port}`)).state;
+      const killedState = async () => (await crawlStatus(env, 'dies')).proxies.find((p) => p.proxy.endsWith(`:${proxies[0]!.port}`))?.state;
       await waitFor(async () => (await killedState()) === 'banned', 30_000, 'the dead proxy banned');
       const { items, dead, status } = await finish('dies', out);
       expect(items.map((i) => i.title).sort()).toEqual(Array.from({ length: 150 }, (_, i) => `127.0.0.1 p ${i + 1}`).sort());

@@ -7,6 +7,7 @@ import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../
 import { commandsPerMaster, redisCli, spread, startRedisCluster, startRedisSentinel } from '../fixtures/redis-cluster.mjs';
 import { docsSpider, findSiteRoot, hostNames, serveSite } from '../chaos/site.mjs';
 import { comparable, readJsonl, runCli, spawnCli, tempDir, testEnv, waitFor, writeJson } from '../helpers/cli.js';
+import { crawlStatus } from '../helpers/status.js';
 
 // issue #12: the fleet on a real Redis Cluster (3 masters, 3 replicas) and on Sentinel (one primary,
 // two replicas, three sentinels), all Debian's redis-server on loopback ports.
@@ -29,11 +30,7 @@ async function stopFleet(fleet: Fleet): Promise<(number | null)[]> {
   return results.map((r) => r.code);
 }
 
-async function statusOf(env: NodeJS.ProcessEnv, crawlId: string) {
-  const run = await runCli(['status', '--crawl-id', crawlId, '--json'], { env });
-  expect(run.code).toBe(0);
-  return JSON.parse(run.stdout);
-}
+const statusOf = crawlStatus;
 
 /**
  * A crawl of 2,162 pages by a fleet of separate processes on `redisUrl`; after 600 pages (and

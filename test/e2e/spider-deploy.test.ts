@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { servePages } from '../fixtures/http-server.mjs';
 import { dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor } from '../helpers/cli.js';
+import { crawlStatus } from '../helpers/status.js';
 
 // Issue #19, point 5: a worker whose copy of a crawl's spider file is another version never imports
 // it, and its jobs wait for the deploy (a bounded time) instead of being dead-lettered at once.
@@ -51,7 +52,7 @@ describe('a spider file deployed while its crawl runs', () => {
       // The workers' copy is another version when they start.
       writeFileSync(file, spiderSource(site.url, 'other', sideEffect));
       for (const stage of ['fetcher', 'parser', 'writer']) workers.push(spawnCli(['worker', stage, '--concurrency', '4'], { env, cwd: dir }));
-      const status = async () => JSON.parse((await runCli(['status', '--crawl-id', 'deploy', '--json'], { env })).stdout);
+      const status = () => crawlStatus(env, 'deploy');
       await waitFor(async () => ((await status()).counters.deferred ?? 0) >= 2, 60_000, 'jobs to wait for the deploy');
       await sleep(6000);
       const during = await status();

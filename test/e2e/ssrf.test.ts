@@ -6,6 +6,7 @@ import type { TLSSocket } from 'node:tls';
 import { Redis } from 'ioredis';
 import { startServer } from '../fixtures/http-server.mjs';
 import { REDIS_URL, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson, deadLetters } from '../helpers/cli.js';
+import { crawlStatus } from '../helpers/status.js';
 import { startTinyproxy, type Tinyproxy } from '../helpers/tinyproxy.js';
 
 /**
@@ -270,7 +271,7 @@ describe('the proxy probe: a crawled page cannot choose where it goes', () => {
 
   const env = (extra: Record<string, string> = {}) => testEnv(prefix, { PROXY_LIST: proxy.url, LOG_LEVEL: 'debug', ...extra });
   // undefined until a fetcher of the fleet has registered the proxy (one just started may not have yet)
-  const proxyState = async (crawlId: string): Promise<string | undefined> => JSON.parse((await runCli(['status', '--crawl-id', crawlId, '--json'], { env: env() })).stdout).proxies[0]?.state;
+  const proxyState = async (crawlId: string): Promise<string | undefined> => (await crawlStatus(env(), crawlId)).proxies[0]?.state;
   /** what the internal service and the proxy saw since `mark()` */
   let marks = { internal: 0, tunnels: 0 };
   const mark = () => (marks = { internal: internal.requests.length, tunnels: proxy.connects().length });
