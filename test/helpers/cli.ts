@@ -49,12 +49,14 @@ export function spawnCli(args: string[], options: { env: NodeJS.ProcessEnv; cwd?
   return Object.assign(child, { result });
 }
 
+/**
+ * Runs the launcher to its end. `timeoutMs` bounds a hang, not the machine's speed: a crawl that
+ * takes 60 s on a quiet machine took over 120 s (the old bound) beside another test and a busy core.
+ * The default stays below jest's test timeout, so that a hang fails with the tail of the command's
+ * stderr rather than with jest's timeout alone.
+ */
 export async function runCli(args: string[], options: { env: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number }): Promise<CliResult> {
-  const child = spawnCli(args, options);
-  const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 120_000);
-  const result = await child.result;
-  clearTimeout(timer);
-  return result;
+  return resultWithin(spawnCli(args, options), options.timeoutMs ?? 300_000, `crawlfleet ${args.join(' ')}`);
 }
 
 export function readJsonl(path: string): Record<string, unknown>[] {
