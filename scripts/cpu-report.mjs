@@ -8,6 +8,7 @@ const ticksPerSecond = 100;
 const files = readFileSync(process.argv[2], 'utf8')
   .trim()
   .split('\n')
+  .filter((line) => line !== '')
   .map((line) => {
     const [ticks, ms, ...path] = line.split(' ');
     return { cpu: Number(ticks) / ticksPerSecond, wall: Number(ms) / 1000, file: relative(process.cwd(), path.join(' ')) };

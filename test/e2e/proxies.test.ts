@@ -170,7 +170,7 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
       await waitFor(() => site.requests.length >= 20, 60_000, 'the crawl under way');
       await proxies[0]!.kill();
       const killedAt = Date.now();
-      const killedState = async () => (await crawlStatus(env, 'dies')).proxies.find((p) => p.proxy.endsWith(`:${proxies[0]!.port}`))?.state;
+      const killedState = async () => (await crawlStatus(env, 'dies')).proxies.find((p) => p.proxy.endsWith(`:${proxies[0]!.port}`))!.state;
       await waitFor(async () => (await killedState()) === 'banned', 30_000, 'the dead proxy banned');
       const { items, dead, status } = await finish('dies', out);
       expect(items.map((i) => i.title).sort()).toEqual(Array.from({ length: 150 }, (_, i) => `127.0.0.1 p ${i + 1}`).sort());

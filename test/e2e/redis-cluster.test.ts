@@ -30,7 +30,11 @@ async function stopFleet(fleet: Fleet): Promise<(number | null)[]> {
   return results.map((r) => r.code);
 }
 
-const statusOf = crawlStatus;
+async function statusOf(env: NodeJS.ProcessEnv, crawlId: string) {
+  const run = await runCli(['status', '--crawl-id', crawlId, '--json'], { env });
+  expect(run.code).toBe(0);
+  return JSON.parse(run.stdout);
+}
 
 /**
  * A crawl of 2,162 pages by a fleet of separate processes on `redisUrl`; after 600 pages (and
@@ -49,7 +53,7 @@ async function crawlThroughFailover(label: string, redisUrl: string, crawlId: st
     const out = join(dir, 'items.jsonl');
     expect((await runCli(['seed', writeJson(dir, 'spider.json', catalogueSpider(site.url)), '--crawl-id', crawlId, '--sink', out], { env })).code).toBe(0);
     for (const [i, failover] of failovers.entries()) {
-      await waitFor(async () => (await statusOf(env, crawlId)).counters.fetched >= 600 * (i + 1), 120_000, `${600 * (i + 1)} pages fetched`);
+      await waitFor(async () => (await crawlStatus(env, crawlId)).counters.fetched >= 600 * (i + 1), 120_000, `${600 * (i + 1)} pages fetched`);
       const killedAt = Date.now();
       await failover();
       process.stderr.write(`${label} failover ${i + 1}: a replica took over ${Date.now() - killedAt} ms after kill -9\n`);

@@ -1,16 +1,35 @@
 import { loadEnv } from '@crawlfleet/core';
-import { withContext } from '../../services/cli/src/context.js';
+import { createFleetContext } from '@crawlfleet/runtime';
 import { fullStatus, type FullStatus } from '../../services/cli/src/full-status.js';
+
+/** How long one look may take: the fleet's client retries for ever while its Redis is down. */
+const LOOK_TIMEOUT_MS = 20_000;
 
 /**
  * A crawl's status as `crawlfleet status --crawl-id ID --json` prints it (the same function builds
- * it), read in the test's own process. A test that watches a crawl looks many times a second, and a
- * CLI process per look costs about a second of CPU: on a 2-core machine the looking slowed the crawls
- * it watched. The tests that are about the status command still run it.
+ * it), read in the test's own process, for the loops that watch a crawl: they look every 50 ms, and
+ * a CLI process per look costs about a second of CPU, which on a 2-core machine slowed the crawl being
+ * watched. Tests about the status command still run it.
  */
 export async function crawlStatus(env: NodeJS.ProcessEnv, crawlId: string): Promise<FullStatus> {
-  const status = await withContext({ ...loadEnv(env), logLevel: 'silent' }, (ctx) => fullStatus(ctx, crawlId));
+  const ctx = await createFleetContext({ env: { ...loadEnv(env), logLevel: 'silent' } });
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the status of ${crawlId} took over ${LOOK_TIMEOUT_MS} ms`)), LOOK_TIMEOUT_MS);
+  });
+  let status: FullStatus | undefined;
+  try {
+    status = await Promise.race([fullStatus(ctx, crawlId), timeout]);
+  } catch (err) {
+    // a look that hung: drop the connection rather than wait on a graceful close
+    ctx.redis.disconnect();
+    void ctx.close().catch(() => undefined);
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+  await ctx.close();
   if (status === undefined) throw new Error(`no crawl with id ${JSON.stringify(crawlId)}`);
-  // as the JSON the command prints: dates as strings, no undefined fields
+  // as the JSON the command prints: no undefined fields
   return JSON.parse(JSON.stringify(status)) as FullStatus;
 }

@@ -8,7 +8,7 @@ describe('htmlparser2 builds the tree parse5 builds, or parse5 parses the page',
   // extractions, in a plain Node process (jest's module sandbox ran it three times slower).
   let parity: { pages: number; differing: string[]; bySource: Record<string, [number, number]> };
   beforeAll(() => {
-    parity = JSON.parse(execFileSync(process.execPath, [join(ROOT, 'test', 'fixtures', 'parse-parity.mjs')], { encoding: 'utf8', maxBuffer: 1 << 24 }));
+    parity = JSON.parse(execFileSync(process.execPath, [join(ROOT, 'test', 'fixtures', 'parse-parity.mjs')], { encoding: 'utf8', maxBuffer: 1 << 24, timeout: 300_000 }));
   });
 
   test('every real page gives the same items, links and invalid counts under both paths', () => {
