@@ -9,6 +9,7 @@ import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../
 import { startServer } from '../fixtures/http-server.mjs';
 import { REDIS_URL, comparable, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson, deadLetters } from '../helpers/cli.js';
 import { startMongo, type MongoServer } from '../helpers/mongo.js';
+import { mongoReadiness } from '@crawlfleet/writer';
 
 // Small sites: FerretDB's SQLite handler scans a collection on every update (docs/ferretdb.md).
 const SHAPE = siteShape(80, 20);
@@ -138,9 +139,18 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
         60_000,
         'the first documents',
       );
+      // Readiness: a flush of this process's own, just before the outage, keeps a writer ready
+      // through a slow or briefly absent store; without one it asks the server, which is down.
+      const readyUrl = mongo.url.replace(/\/[^/]*$/, `/${db}_ready`);
+      const readySink = await MongoSink.open(readyUrl, validateSpider({ name: 'r', items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'x' } } }] }), { batch: { maxItems: 1, maxWaitMs: 10 } });
+      await readySink.write([{ type: 'book', url: 'http://h/1', upc: 'u1', crawlId: 'c', fetchedAt: 't', spider: 'r' }]);
+      await readySink.close();
       await mongo.stop();
       // Longer than the driver's 5 s server selection, so the writer sees the outage and retries.
-      await new Promise((r) => setTimeout(r, 8000));
+      const outage = new Promise((r) => setTimeout(r, 8000));
+      await expect(mongoReadiness(readyUrl).check()).resolves.toBeUndefined();
+      await expect(mongoReadiness(readyUrl, () => Date.now() + 31_000).check()).rejects.toThrow();
+      await outage;
       await mongo.start();
       // This test's own client went through the restart too; a new one cannot have a wedged monitor.
       await client.close();

@@ -4,8 +4,11 @@ import type { Registry } from 'prom-client';
 import { errorMessage, type Logger } from '@crawlfleet/core';
 import { Heartbeat } from './liveness.js';
 
-/** A readiness check: resolves when the dependency answers, throws (or times out) when it does not. */
-export type ReadinessCheck = { name: string; check: () => Promise<unknown> };
+/**
+ * A readiness check: resolves when the dependency answers, throws (or times out) when it does not.
+ * `timeoutMs` overrides the handler's `checkTimeoutMs` for this check alone.
+ */
+export type ReadinessCheck = { name: string; check: () => Promise<unknown>; timeoutMs?: number };
 
 export interface HealthOptions {
   registry: Registry;
@@ -43,9 +46,9 @@ export function healthHandler(options: HealthOptions): { handle(req: IncomingMes
       }
       if (path === '/readyz') {
         const results = await Promise.all(
-          options.checks.map(async ({ name, check }) => {
+          options.checks.map(async ({ name, check, timeoutMs: ownTimeoutMs }) => {
             try {
-              await withTimeout(check(), timeoutMs, name);
+              await withTimeout(check(), ownTimeoutMs ?? timeoutMs, name);
               return { name, ok: true };
             } catch (err) {
               return { name, ok: false, error: errorMessage(err) };

@@ -91,6 +91,14 @@ interface ItemModel {
   key: string;
 }
 
+/** When a flush last succeeded on each URL, in this process: proof the store answers (`mongoAnsweredAt`). */
+const answeredAt = new Map<string, number>();
+
+/** The time (ms since the epoch) a flush last succeeded on `url` in this process, if one did. */
+export function mongoAnsweredAt(url: string): number | undefined {
+  return answeredAt.get(url);
+}
+
 /** One pooled connection per URL, shared by every sink and the export in this process. */
 export function mongoConnection(url: string): Promise<Connection> {
   let conn = connections.get(url);
@@ -201,6 +209,7 @@ export class MongoSink implements ItemSink {
           this.options.flushTimeoutMs ?? 90_000,
           'the MongoDB flush',
         );
+        answeredAt.set(this.url, Date.now());
         if (this.unavailableSince !== undefined) {
           this.options.log?.info({ mongo: redactUrl(this.url), unavailableForMs: Date.now() - this.unavailableSince }, 'MongoDB available again: batches are stored');
           this.unavailableSince = undefined;

@@ -1,4 +1,4 @@
-import { closeMongoConnections, mongoConnection, openCrawlSinks, type CrawlSinks, type OpenSinkOptions } from '@crawlfleet/storage';
+import { closeMongoConnections, mongoAnsweredAt, mongoConnection, openCrawlSinks, type CrawlSinks, type OpenSinkOptions } from '@crawlfleet/storage';
 import { createStageWorker, runningStage, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 import type { CrawlRecord } from '@crawlfleet/crawl';
 import { SinkOutages } from './outage.js';
@@ -70,9 +70,25 @@ class SinkPool {
   }
 }
 
-/** Readiness of a writer's MongoDB: the server answers a ping. */
-export function mongoReadiness(url: string): { name: string; check: () => Promise<unknown> } {
-  return { name: 'mongodb', check: async () => (await mongoConnection(url)).db!.admin().ping() };
+/** A flush that succeeded this recently proves MongoDB answers, without a ping. */
+const RECENT_FLUSH_MS = 30_000;
+
+/**
+ * Readiness of a writer's MongoDB: a flush succeeded in the last 30 s, or the server answers a ping
+ * within 2.5 s (under the probes' own 3 s). A busy store answers its writers' batches yet may keep
+ * a ping waiting past a second: a ping alone turned a writer unready at the busiest moment, with
+ * its writes going through.
+ */
+export function mongoReadiness(url: string, now: () => number = Date.now): { name: string; check: () => Promise<unknown>; timeoutMs: number } {
+  return {
+    name: 'mongodb',
+    timeoutMs: 2_500,
+    check: async () => {
+      const flushedAt = mongoAnsweredAt(url);
+      if (flushedAt !== undefined && now() - flushedAt < RECENT_FLUSH_MS) return;
+      await (await mongoConnection(url)).db!.admin().ping();
+    },
+  };
 }
 
 /**
