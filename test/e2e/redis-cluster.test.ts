@@ -16,6 +16,9 @@ const FIELDS = ['type', 'url', 'link', 'title', 'price', 'sku', 'category', 'tag
 
 type Fleet = ReturnType<typeof spawnCli>[];
 
+/** The Python documentation's guides, outside its library reference (317 pages a host) and indexes. */
+const DOCS_SECTIONS = '/(c-api|howto|tutorial|reference|using|faq|extending|installing|distributing)/[^/]*\\.html$';
+
 /** Fetchers, a parser and a writer as separate processes. */
 function startFleet(env: NodeJS.ProcessEnv, fetchers = 2): Fleet {
   const fleet: Fleet = [];
@@ -206,21 +209,31 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
   });
 
   test("one crawl of a 10-host site spreads over the 3 masters: none carries more than 45% of the fleet's Redis commands, queues included", async () => {
-    // The bench's multi-host site: Debian's Python documentation under 10 host names.
+    // The bench's multi-host site, Debian's Python documentation under 10 host names, without its
+    // library reference and indexes: about 1,400 pages. The shares come from the slots of the
+    // frontier's partitions and of the queues, not from the page count: the whole site (5,270 pages)
+    // read 0.39, 0.32, 0.29 and cost this file a third of its CPU.
     const site = await serveSite(findSiteRoot());
     const hosts = hostNames(10);
     const env = testEnv('cf-spread', { REDIS_URL: cluster.url, HOST_RESOLVE: hosts.map((h) => `${h}:127.0.0.1`).join(',') });
     const fleet = startFleet(env, 1);
     try {
       const before = await commandsPerMaster(cluster);
-      expect((await runCli(['seed', writeJson(dir, 'docs.json', docsSpider(hosts, site.port)), '--crawl-id', 'spread', '--sink', join(dir, 'docs.jsonl')], { env })).code).toBe(0);
+      expect(
+        (
+          await runCli(
+            ['seed', writeJson(dir, 'docs.json', { ...docsSpider(hosts, site.port), follow: [{ css: 'a', allow: [DOCS_SECTIONS] }] }), '--crawl-id', 'spread', '--sink', join(dir, 'docs.jsonl')],
+            { env },
+          )
+        ).code,
+      ).toBe(0);
       // A hang's bound: about 60 s on a quiet machine, over 300 s beside a fuzzer and another jest worker.
       expect((await runCli(['wait', '--crawl-id', 'spread', '--timeout', '600'], { env, timeoutMs: 610_000 })).code).toBe(0);
       const shares = spread(before, await commandsPerMaster(cluster));
       const status = await statusOf(env, 'spread');
       process.stderr.write(`cluster spread: ${shares.commands} commands for ${status.counters.fetched} pages; the masters' shares ${shares.shares.join(', ')}\n`);
       expect(status).toMatchObject({ state: 'done', partitions: 16 });
-      expect(status.counters.fetched).toBeGreaterThan(5000);
+      expect(status.counters.fetched).toBeGreaterThan(1000);
       expect(shares.busiestShare).toBeLessThanOrEqual(0.45);
       expect(await stopFleet(fleet)).toEqual(fleet.map(() => 0));
     } finally {
