@@ -149,7 +149,12 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       expect(site.requests.filter((r) => r.path.startsWith('/private/'))).toEqual([]);
       expect(site.requests.filter((r) => r.path === '/robots.txt')).toHaveLength(1);
       expect(status.counters).toMatchObject({ skipped: 4, fetched: 13, failed: 0 });
-      expect(hostStats(site.requests, HOSTS[2]!).minGapMs).toBeGreaterThanOrEqual(250);
+      // Crawl-delay 0.25 s on Redis's clock; the site sees each request a moment after its grant,
+      // which a loaded machine stretches for one request and not the next (as above). Ignored, the
+      // delay gives 8 requests at once: gaps near 0 and a median near 0.
+      const robotsGaps = hostStats(site.requests, HOSTS[2]!);
+      expect(robotsGaps.medianGapMs).toBeGreaterThanOrEqual(250);
+      expect(robotsGaps.minGapMs).toBeGreaterThanOrEqual(150);
       // With the rules cached in Redis, a second crawl of the host does not fetch robots.txt again.
       site.requests.length = 0;
       await crawlWithFleet(env, dir, 'robots-again', spider);

@@ -10,12 +10,12 @@ import { startTinyproxy, type Tinyproxy } from '../helpers/tinyproxy.js';
 
 const PASSWORD = 's3cret-proxy-pw';
 
-/** The most requests in any one-second window. */
-function busiestSecond(times: number[]): number {
+/** The most requests in any window of `windowMs` (a second unless told). */
+function busiestSecond(times: number[], windowMs = 1000): number {
   const sorted = [...times].sort((a, b) => a - b);
   let best = 0;
   for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i]! - sorted[j]! >= 1000) j++;
+    while (sorted[i]! - sorted[j]! >= windowMs) j++;
     best = Math.max(best, i - j + 1);
   }
   return best;
@@ -78,7 +78,12 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
       );
       expect(logs.reduce((n, l) => n + l.length, 0)).toBe(site.requests.length);
       for (const times of logs) {
-        expect(busiestSecond(times)).toBeLessThanOrEqual(6);
+        // The limiter grants 5 a second plus a burst of 1 on Redis's clock; the proxy logs each
+        // CONNECT a moment after its grant, a moment a loaded machine stretches for one request and
+        // not the next, so a one-second window can show a seventh. Over 2 s, with half a second of
+        // that slack: 5 x 2.5 + 1. A limiter per fetcher (3 of them) puts each proxy's ~20
+        // requests into about 1.3 s.
+        expect(busiestSecond(times, 2000)).toBeLessThanOrEqual(13);
         expect(times.length).toBeGreaterThanOrEqual(12);
       }
       expect(byProxy(site)).toEqual(logs.map((l) => l.length));
@@ -86,7 +91,9 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
       expect(status.proxies.map((p: { proxy: string }) => p.proxy).join(' ')).not.toContain(PASSWORD);
       expect(status.proxies).toHaveLength(3);
       expect(status.proxies.every((p: { state: string; ok: number }) => p.state === 'ok' && p.ok >= 12)).toBe(true);
-      process.stderr.write(`proxies: per-proxy requests ${logs.map((l) => l.length).join('/')}, busiest second ${logs.map(busiestSecond).join('/')}\n`);
+      process.stderr.write(
+        `proxies: per-proxy requests ${logs.map((l) => l.length).join('/')}, busiest second ${logs.map((t) => busiestSecond(t)).join('/')}, busiest 2 s ${logs.map((t) => busiestSecond(t, 2000)).join('/')}\n`,
+      );
     } finally {
       await site.close();
     }
