@@ -1,9 +1,6 @@
-import { startFetcher, startRenderer } from '@crawlfleet/fetcher';
-import { startParser } from '@crawlfleet/parser';
-import { loadProxyList } from '@crawlfleet/politeness';
-import { createFleetContext, onShutdownSignal, refuseBesideLegacyCrawls, serveMetrics, startReconciler, type RunningStage } from '@crawlfleet/runtime';
-import { mongoReadiness, startWriter } from '@crawlfleet/writer';
-import { ConfigError } from '@crawlfleet/core';
+import type { ProxyEntry } from '@crawlfleet/politeness';
+import { createFleetContext, onShutdownSignal, refuseBesideLegacyCrawls, serveMetrics, startReconciler, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { ConfigError, type Env } from '@crawlfleet/core';
 import { envWith } from '../options.js';
 
 export const WORKER_KINDS = ['fetcher', 'parser', 'writer', 'renderer'] as const;
@@ -13,12 +10,30 @@ type WorkerKind = (typeof WORKER_KINDS)[number];
 const DEFAULT_CONCURRENCY: Record<WorkerKind, number> = { fetcher: 32, parser: 4, writer: 32, renderer: 4 };
 const QUEUE_OF = { fetcher: 'fetch', parser: 'parse', writer: 'write', renderer: 'render' } as const;
 
+/**
+ * The stage's own package, imported when the worker starts: a parser need not load the fetch stack,
+ * Chromium's driver or mongoose, nor a fetcher mongoose. Each would cost every worker about half a
+ * second of CPU to start and tens of MB it never uses.
+ */
+async function startStage(k: WorkerKind, ctx: FleetContext, env: Env, concurrency: number, proxies: ProxyEntry[]): Promise<RunningStage> {
+  switch (k) {
+    case 'fetcher':
+      return (await import('@crawlfleet/fetcher')).startFetcher(ctx, { concurrency, proxies });
+    case 'renderer':
+      return (await import('@crawlfleet/fetcher')).startRenderer(ctx, { concurrency, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages, sandbox: env.chromiumSandbox });
+    case 'parser':
+      return (await import('@crawlfleet/parser')).startParser(ctx, { concurrency });
+    case 'writer':
+      return (await import('@crawlfleet/writer')).startWriter(ctx, { concurrency });
+  }
+}
+
 /** One long-lived stage worker serving every crawl; SIGTERM/SIGINT finish in-flight jobs, then exit 0 (1 past SHUTDOWN_DRAIN_MS). */
 export async function workerCommand(kind: string, options: { concurrency?: number; redis?: string; proxies?: string }): Promise<number> {
   if (!(WORKER_KINDS as readonly string[]).includes(kind)) throw new ConfigError(`worker: unknown stage "${kind}" (use ${WORKER_KINDS.join(', ')})`);
   const k = kind as WorkerKind;
   const env = envWith(options);
-  const proxies = k === 'fetcher' ? loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList }) : [];
+  const proxies = k === 'fetcher' ? (await import('@crawlfleet/politeness')).loadProxyList({ ...(options.proxies ? { file: options.proxies } : {}), env: env.proxyList }) : [];
   const ctx = await createFleetContext({ env, name: k, waitForRedis: true });
   // The signal handler comes first: a stage takes jobs as soon as it starts, and a SIGTERM before
   // the handler (Node's default: exit at once) would end them without their drain. A signal during
@@ -43,14 +58,10 @@ export async function workerCommand(kind: string, options: { concurrency?: numbe
   started = (async () => {
     await refuseBesideLegacyCrawls(ctx);
     const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[k];
-    stage =
-      k === 'fetcher'
-        ? startFetcher(ctx, { concurrency, proxies })
-        : k === 'renderer'
-          ? startRenderer(ctx, { concurrency, executablePath: env.chromiumPath, retireAfterPages: env.renderRetireAfterPages, sandbox: env.chromiumSandbox })
-          : { parser: startParser, writer: startWriter }[k](ctx, { concurrency });
+    stage = await startStage(k, ctx, env, concurrency, proxies);
     // A writer is not ready while the MongoDB it was given (MONGO_URL) does not answer.
-    metrics = await serveMetrics(ctx, [QUEUE_OF[k]], k === 'writer' && process.env.MONGO_URL ? [mongoReadiness(env.mongoUrl)] : []);
+    const checks = k === 'writer' && process.env.MONGO_URL ? [(await import('@crawlfleet/writer')).mongoReadiness(env.mongoUrl)] : [];
+    metrics = await serveMetrics(ctx, [QUEUE_OF[k]], checks);
     // Every worker takes its turn as the fleet's reconciler (one at a time, under a lock).
     stopReconciler = startReconciler(ctx);
     // A fetcher that parses says so: an operator reading the log sees which path its pages take.
