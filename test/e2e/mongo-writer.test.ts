@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import mongoose from 'mongoose';
 import { type Logger, validateSpider } from '@crawlfleet/core';
-import { type ItemsRejectedError, MongoSink, closeMongoConnections, mongoConnection } from '@crawlfleet/storage';
+import { type ItemsRejectedError, MongoSink, closeMongoConnections, mongoAnsweredAt, mongoConnection } from '@crawlfleet/storage';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { startServer } from '../fixtures/http-server.mjs';
 import { REDIS_URL, comparable, dropPrefix, readJsonl, resultWithin, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson, deadLetters } from '../helpers/cli.js';
@@ -145,11 +145,20 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       const readySink = await MongoSink.open(readyUrl, validateSpider({ name: 'r', items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'x' } } }] }), { batch: { maxItems: 1, maxWaitMs: 10 } });
       await readySink.write([{ type: 'book', url: 'http://h/1', upc: 'u1', crawlId: 'c', fetchedAt: 't', spider: 'r' }]);
       await readySink.close();
+      // A batch whose every item the cast refused asked the server nothing: it proves nothing.
+      const refusedUrl = mongo.url.replace(/\/[^/]*$/, `/${db}_refused`);
+      const refusedSink = await MongoSink.open(refusedUrl, validateSpider({ name: 'r', items: [{ type: 'book', key: 'upc', fields: { upc: { css: 'x' } } }] }), {
+        batch: { maxItems: 1, maxWaitMs: 10 },
+      });
+      await expect(refusedSink.write([{ type: 'no-such-type', url: 'http://h/2', upc: 'u2', crawlId: 'c', fetchedAt: 't', spider: 'r' }])).rejects.toThrow(/no item rule/);
+      await refusedSink.close();
+      expect(mongoAnsweredAt(refusedUrl)).toBeUndefined();
+      expect(mongoAnsweredAt(readyUrl)).toBeDefined();
       await mongo.stop();
       // Longer than the driver's 5 s server selection, so the writer sees the outage and retries.
       const outage = new Promise((r) => setTimeout(r, 8000));
       await expect(mongoReadiness(readyUrl).check()).resolves.toBeUndefined();
-      await expect(mongoReadiness(readyUrl, () => Date.now() + 31_000).check()).rejects.toThrow();
+      await expect(mongoReadiness(readyUrl, () => performance.now() + 31_000).check()).rejects.toThrow();
       await outage;
       await mongo.start();
       // This test's own client went through the restart too; a new one cannot have a wedged monitor.
@@ -171,6 +180,7 @@ describe('the MongoDB writer (FerretDB, or MONGO_URL when set)', () => {
       expect(comparable(listings, ['link', 'title', 'price'])).toEqual(comparable(truth.listings, ['link', 'title', 'price']));
       expect(JSON.parse(result.stdout.trim().split('\n').pop()!).counters.written).toBe(products.length + listings.length);
       await outageDb.dropDatabase();
+      await client.db(`${db}_ready`).dropDatabase();
     } finally {
       await site.close();
     }

@@ -78,11 +78,11 @@ describe('proxies: 3 tinyproxy instances, 3 fetcher processes', () => {
       );
       expect(logs.reduce((n, l) => n + l.length, 0)).toBe(site.requests.length);
       for (const times of logs) {
-        // The limiter grants 5 a second plus a burst of 1 on Redis's clock; the proxy logs each
-        // CONNECT a moment after its grant, a moment a loaded machine stretches for one request and
-        // not the next, so a one-second window can show a seventh. Over 2 s, with half a second of
-        // that slack: 5 x 2.5 + 1. A limiter per fetcher (3 of them) puts each proxy's ~20
-        // requests into about 1.3 s.
+        // The limiter (GCRA; a burst of 1 is no burst) grants one request every 200 ms on Redis's
+        // clock: at most 10 in any 2 s. The proxy logs each CONNECT a moment after its grant, a
+        // moment a loaded machine stretches for one request and not the next, so one second's
+        // window once showed a seventh. With half a second of that slack: (2,000 + 500) / 200 + 1.
+        // A limiter per fetcher (3 of them) puts each proxy's ~20 requests into about 1.3 s.
         expect(busiestSecond(times, 2000)).toBeLessThanOrEqual(13);
         expect(times.length).toBeGreaterThanOrEqual(12);
       }

@@ -91,10 +91,13 @@ interface ItemModel {
   key: string;
 }
 
-/** When a flush last succeeded on each URL, in this process: proof the store answers (`mongoAnsweredAt`). */
+/**
+ * When a flush last reached the server on each URL, in this process (`performance.now()`, which no
+ * clock step moves): proof the store answers (`mongoAnsweredAt`). One entry per URL, as `connections`.
+ */
 const answeredAt = new Map<string, number>();
 
-/** The time (ms since the epoch) a flush last succeeded on `url` in this process, if one did. */
+/** The `performance.now()` at which a flush last reached the server on `url` in this process, if one did. */
 export function mongoAnsweredAt(url: string): number | undefined {
   return answeredAt.get(url);
 }
@@ -209,7 +212,6 @@ export class MongoSink implements ItemSink {
           this.options.flushTimeoutMs ?? 90_000,
           'the MongoDB flush',
         );
-        answeredAt.set(this.url, Date.now());
         if (this.unavailableSince !== undefined) {
           this.options.log?.info({ mongo: redactUrl(this.url), unavailableForMs: Date.now() - this.unavailableSince }, 'MongoDB available again: batches are stored');
           this.unavailableSince = undefined;
@@ -254,6 +256,9 @@ export class MongoSink implements ItemSink {
       await this.touchUnchanged(batch, plan.unchanged);
       await this.updateChanged(batch, plan.changed);
     }
+    // Only a batch that reached the server (each type's stored hashes were read back) proves it
+    // answers: one whose items were all refused by the cast never asked it anything.
+    if (byType.size > 0) answeredAt.set(this.url, performance.now());
     return outcome;
   }
 
@@ -495,5 +500,6 @@ function bulkWriteErrors(err: unknown): { index: number; code?: number; errmsg?:
 export async function closeMongoConnections(): Promise<void> {
   const all = [...connections.values()];
   connections.clear();
+  answeredAt.clear();
   await Promise.all(all.map(async (c) => (await c.catch(() => undefined))?.close()));
 }

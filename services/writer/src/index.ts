@@ -74,12 +74,12 @@ class SinkPool {
 const RECENT_FLUSH_MS = 30_000;
 
 /**
- * Readiness of a writer's MongoDB: a flush succeeded in the last 30 s, or the server answers a ping
+ * Readiness of a writer's MongoDB: a flush reached it in the last 30 s, or the server answers a ping
  * within 2.5 s (under the probes' own 3 s). A busy store answers its writers' batches yet may keep
  * a ping waiting past a second: a ping alone turned a writer unready at the busiest moment, with
  * its writes going through.
  */
-export function mongoReadiness(url: string, now: () => number = Date.now): { name: string; check: () => Promise<unknown>; timeoutMs: number } {
+export function mongoReadiness(url: string, now: () => number = () => performance.now()): { name: string; check: () => Promise<unknown>; timeoutMs: number } {
   return {
     name: 'mongodb',
     timeoutMs: 2_500,
