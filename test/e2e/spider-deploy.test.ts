@@ -60,7 +60,17 @@ describe('a spider file deployed while its crawl runs', () => {
       expect(during.counters.failed).toBe(0);
       // The deploy arrives.
       writeFileSync(file, spiderSource(site.url, 'seeded', sideEffect));
-      expect((await runCli(['wait', '--crawl-id', 'deploy', '--timeout', '90'], { env, timeoutMs: 100_000 })).code).toBe(0);
+      const waited = await runCli(['wait', '--crawl-id', 'deploy', '--timeout', '90'], { env, timeoutMs: 100_000 });
+      if (waited.code !== 0) {
+        // Once seen in CI (and not since): say where the crawl stood and what the workers said.
+        const stuck = await status();
+        for (const w of workers) w.kill('SIGTERM');
+        const said = await Promise.all(workers.map((w) => w.result));
+        process.stderr.write(
+          `spider-deploy: wait exited ${waited.code}; status ${JSON.stringify({ state: stuck.state, counters: stuck.counters, queues: stuck.queues, hosts: stuck.hosts })}\n${said.map((r, i) => `--- worker ${i} ---\n${r.stderr.slice(-3000)}`).join('\n')}\n`,
+        );
+      }
+      expect(waited.code).toBe(0);
       expect(
         readJsonl(out)
           .map((i) => `${i.path} ${i.title} ${i.version}`)
