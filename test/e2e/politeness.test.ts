@@ -59,12 +59,15 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
         // Grants are spaced 200 ms + 15% (at most 40 ms) in Redis time; the site sees each start a
         // moment later, the time the fetcher's event loop takes to send it. A loaded machine stretches
         // that moment for one request and not the next, so one gap can shrink (199 ms, then 163 ms
-        // with four test runs sharing two cores; 59 ms once in a CI run on Node 24). A limiter that
-        // broke shows gaps near 0 and a median under the delay: the median holds the delay, the
-        // smallest gap tells jitter from a burst.
+        // with four test runs sharing two cores; 59 ms once in a CI run on Node 24, 1 ms in one
+        // beside `yes`). The median holds the delay.
         expect(s.medianGapMs).toBeGreaterThanOrEqual(200);
-        expect(s.minGapMs).toBeGreaterThanOrEqual(40);
       }
+      // A stall shortens the one gap it falls in; a limiter that let two in at once would shorten
+      // about half of them (37 of these 75), one that ignored the delay nearly all. So: at most 5 of
+      // the 75 gaps under half the delay.
+      const shortGaps = stats.flatMap((s) => s.gaps).filter((g) => g < 100);
+      expect(shortGaps.length).toBeLessThanOrEqual(5);
       // The limit binds: the fleet had 96 slots, yet each host saw exactly its two at a time.
       expect(Math.max(...stats.map((s) => s.maxConcurrent))).toBe(2);
       const pages = pageRequests();
@@ -73,7 +76,7 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       const fiveHostRate = (pages.length - 1) / ((last - first) / 1000);
       const ratio = fiveHostRate / oneHostRate;
       process.stderr.write(
-        `politeness: one host ${oneHostRate.toFixed(2)} req/s, five hosts ${fiveHostRate.toFixed(2)} req/s, ratio ${ratio.toFixed(2)}; per-host min gap ${Math.min(...stats.map((s) => s.minGapMs))} ms\n`,
+        `politeness: one host ${oneHostRate.toFixed(2)} req/s, five hosts ${fiveHostRate.toFixed(2)} req/s, ratio ${ratio.toFixed(2)}; per-host min gap ${Math.min(...stats.map((s) => s.minGapMs))} ms, gaps under 100 ms ${stats.flatMap((s) => s.gaps).filter((g) => g < 100).length} of ${stats.flatMap((s) => s.gaps).length}\n`,
       );
       // The hosts ran side by side: up to ten requests at once over the five hosts (a limiter that
       // held every host to one fleet-wide limit shows 2). Measured in requests, not in time, so a
@@ -150,11 +153,11 @@ describe('politeness across the whole fleet: 3 fetcher processes, 32 slots each'
       expect(site.requests.filter((r) => r.path === '/robots.txt')).toHaveLength(1);
       expect(status.counters).toMatchObject({ skipped: 4, fetched: 13, failed: 0 });
       // Crawl-delay 0.25 s on Redis's clock; the site sees each request a moment after its grant,
-      // which a loaded machine stretches for one request and not the next (as above). Ignored, the
-      // delay gives 8 requests at once: gaps near 0 and a median near 0.
+      // which a loaded machine stretches for one request and not the next (as above): a stall
+      // shortens one gap. Ignored, the delay gives 8 requests at once: nearly every gap near 0.
       const robotsGaps = hostStats(site.requests, HOSTS[2]!);
       expect(robotsGaps.medianGapMs).toBeGreaterThanOrEqual(250);
-      expect(robotsGaps.minGapMs).toBeGreaterThanOrEqual(150);
+      expect(robotsGaps.gaps.filter((g: number) => g < 125).length).toBeLessThanOrEqual(2);
       // With the rules cached in Redis, a second crawl of the host does not fetch robots.txt again.
       site.requests.length = 0;
       await crawlWithFleet(env, dir, 'robots-again', spider);
