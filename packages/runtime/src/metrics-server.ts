@@ -1,4 +1,6 @@
 import { frontierOf, registerQueueGauges, startMetricsServer, type MetricsServer, type ReadinessCheck } from '@crawlfleet/monitoring';
+
+export type { ReadinessCheck };
 import type { Queues } from '@crawlfleet/core';
 import type { FleetContext } from './context.js';
 

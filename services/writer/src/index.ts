@@ -1,5 +1,5 @@
 import { closeMongoConnections, mongoAnsweredAt, mongoConnection, openCrawlSinks, type CrawlSinks, type OpenSinkOptions } from '@crawlfleet/storage';
-import { createStageWorker, runningStage, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { createStageWorker, runningStage, type FleetContext, type ReadinessCheck, type RunningStage } from '@crawlfleet/runtime';
 import type { CrawlRecord } from '@crawlfleet/crawl';
 import { SinkOutages } from './outage.js';
 import { writePage } from './write-page.js';
@@ -70,7 +70,7 @@ class SinkPool {
   }
 }
 
-/** A flush that succeeded this recently proves MongoDB answers, without a ping. */
+/** A flush that reached MongoDB this recently proves it answers, without a ping. */
 const RECENT_FLUSH_MS = 30_000;
 
 /**
@@ -79,7 +79,7 @@ const RECENT_FLUSH_MS = 30_000;
  * a ping waiting past a second: a ping alone turned a writer unready at the busiest moment, with
  * its writes going through.
  */
-export function mongoReadiness(url: string, now: () => number = () => performance.now()): { name: string; check: () => Promise<unknown>; timeoutMs: number } {
+export function mongoReadiness(url: string, now: () => number = () => performance.now()): ReadinessCheck {
   return {
     name: 'mongodb',
     timeoutMs: 2_500,
