@@ -2,6 +2,9 @@
 // fingerprint that a third party published: browserleaks.com's record of a Chrome 143 visit (its
 // ja4, ja4_ro with the order sent, and akamai_text). If the parser or the hashing drifts from FoxIO's
 // JA4 spec, the published value stops coming out.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { browserFamily, familiesFrom, judgeVisit, sessionIdOf } from '../fixtures/bot-wall.mjs';
 import { akamaiFingerprint, clientHelloFrom, http2Preamble, isGrease, ja4, parseClientHello } from '../fixtures/fingerprint-site.mjs';
 
 const PUBLISHED = {
@@ -118,5 +121,60 @@ describe('the fingerprint site reads an HTTP/2 preamble as Akamai does', () => {
     expect(http2Preamble(chromeFrames.subarray(0, chromeFrames.length - 3))).toBeUndefined();
     expect(http2Preamble(chromeFrames.subarray(0, 10))).toBeUndefined();
     expect(() => http2Preamble(Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n'))).toThrow('no HTTP/2 connection preface');
+  });
+});
+
+describe('the bot wall judges a visit by the family its User-Agent claims (pure)', () => {
+  const references = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'fixtures', 'reference', 'fingerprints.json'), 'utf8'));
+  const families = familiesFrom(references);
+  const limits = { maxRequests: 3, windowMs: 10_000 };
+  const chromium = { ...references.chromium.visit, remoteAddress: '127.0.0.2' };
+  const firefox = { ...references.firefox.visit, remoteAddress: '127.0.0.3' };
+  const sessionOf = (visit: typeof chromium, times: number[] = []) => ({ userAgent: visit.userAgent, remoteAddress: visit.remoteAddress, times });
+
+  test('the families come from the references', () => {
+    expect(families.chromium).toEqual({ cipherHash: '8daaf6152771', protocol: 'h2', pseudoHeaderOrder: ':method,:authority,:scheme,:path' });
+    expect(families.firefox.pseudoHeaderOrder).toBe(':method,:path,:authority,:scheme');
+  });
+
+  test.each([
+    ['Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 Safari/537.36 Edg/140.0.0.0', 'chromium'],
+    ['Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/156.0.0.0 Safari/537.36', 'chromium'],
+    ['Mozilla/5.0 (X11; Linux x86_64; rv:153.0) Gecko/20100101 Firefox/153.0', 'firefox'],
+    ['Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15', undefined],
+    ['crawlfleet/1.0 (+https://example.org/bot)', undefined],
+    [undefined, undefined],
+  ])('%s claims %s', (userAgent, family) => {
+    expect(browserFamily(userAgent)).toBe(family);
+  });
+
+  test('each browser passes as itself, with no session and within its session', () => {
+    expect(judgeVisit(chromium, undefined, families, limits, 0)).toEqual({ allow: true });
+    expect(judgeVisit(firefox, undefined, families, limits, 0)).toEqual({ allow: true });
+    expect(judgeVisit(chromium, sessionOf(chromium, [0, 1]), families, limits, 2)).toEqual({ allow: true });
+  });
+
+  test.each([
+    ['a User-Agent of no known browser', { ...chromium, userAgent: 'got (https://github.com/sindresorhus/got)' }, 'unknown-browser'],
+    ["Firefox's User-Agent on Chromium's TLS", { ...chromium, userAgent: firefox.userAgent }, 'tls-cipher-set'],
+    ["Chromium's TLS over HTTP/1.1", { ...chromium, protocol: 'http/1.1', http2: undefined }, 'http-version'],
+    ["Chromium's TLS with Firefox's pseudo-header order", { ...chromium, http2: { ...chromium.http2, pseudoHeaderOrder: firefox.http2.pseudoHeaderOrder } }, 'pseudo-header-order'],
+  ])('%s is blocked', (_name, visit, reason) => {
+    expect(judgeVisit(visit, undefined, families, limits, 0)).toEqual({ allow: false, reason });
+  });
+
+  test("a session's cookie sent with another User-Agent, from another address, or too often is blocked", () => {
+    const otherChrome = chromium.userAgent.replace('156.0.0.0', '155.0.0.0');
+    expect(judgeVisit({ ...chromium, userAgent: otherChrome }, sessionOf(chromium), families, limits, 0)).toEqual({ allow: false, reason: 'session-user-agent' });
+    expect(judgeVisit({ ...chromium, remoteAddress: '127.0.0.4' }, sessionOf(chromium), families, limits, 0)).toEqual({ allow: false, reason: 'session-address' });
+    expect(judgeVisit(chromium, sessionOf(chromium, [0, 1, 2]), families, limits, 9_999)).toEqual({ allow: false, reason: 'session-rate' });
+    // the window slides: the request at 0 is out of it at 10,000
+    expect(judgeVisit(chromium, sessionOf(chromium, [0, 1, 2]), families, limits, 10_000)).toEqual({ allow: true });
+  });
+
+  test('the session cookie is read among others', () => {
+    expect(sessionIdOf('a=1; wall_session=abc_-9; b=2')).toBe('abc_-9');
+    expect(sessionIdOf('xwall_session=abc')).toBeUndefined();
+    expect(sessionIdOf(undefined)).toBeUndefined();
   });
 });
