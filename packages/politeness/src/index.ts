@@ -7,3 +7,4 @@ export * from './proxy-probe.js';
 export * from './robots.js';
 export * from './polite-fetch.js';
 export * from './proxy-view.js';
+export * from './session-choice.js';
