@@ -103,6 +103,10 @@ export interface PoliteKeys {
   /** string: a host's robots.txt as fetched (JSON), with a TTL */
   robots(origin: string): string;
   robotsLock(origin: string): string;
+  /** hash: a host's sessions, fleet-wide (see applySessionChoice-v.lua) */
+  sessions(host: string): string;
+  /** hash: one session's cookies, `domain;path;name` -> the cookie (JSON) */
+  sessionCookies(host: string, id: string): string;
 }
 
 /**
@@ -205,6 +209,8 @@ export class Keys {
       probeLock: (id: string) => `${proxies}:probe:${id}`,
       robots: (origin: string) => `${tag(originHost(origin))}:robots:${origin}`,
       robotsLock: (origin: string) => `${tag(originHost(origin))}:robots-lock:${origin}`,
+      sessions: (host: string) => `${tag(host)}:sessions:${host}`,
+      sessionCookies: (host: string, id: string) => `${tag(host)}:session:${host}:${id}:cookies`,
     };
   }
 

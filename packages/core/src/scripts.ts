@@ -28,6 +28,7 @@ const SCRIPT_FILES = {
   replayDeadLetter: 'replayDeadLetter-8.lua',
   acquireHost: 'acquireHost-2.lua',
   takeProxy: 'takeProxy-v.lua',
+  applySessionChoice: 'applySessionChoice-v.lua',
   undoHost: 'undoHost-2.lua',
   releaseHost: 'releaseHost-2.lua',
   proxyOutcome: 'proxyOutcome-1.lua',

@@ -8,3 +8,4 @@ export * from './robots.js';
 export * from './polite-fetch.js';
 export * from './proxy-view.js';
 export * from './session-choice.js';
+export * from './session-store.js';
