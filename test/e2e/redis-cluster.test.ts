@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { Keys, SCRIPT_NAMES, connectRedis, runScript, scriptSource, validateSpider, type RedisClient } from '@crawlfleet/core';
-import { Limiter, healthFromHash, hostPolicy } from '@crawlfleet/politeness';
+import { Limiter, SessionStore, healthFromHash, hostPolicy } from '@crawlfleet/politeness';
 import { partKeysOfUrl } from '@crawlfleet/crawl';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { commandsPerMaster, redisCli, spread, startRedisCluster, startRedisSentinel } from '../fixtures/redis-cluster.mjs';
@@ -167,6 +167,17 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
       expect(
         await limiter.release({ host: 'proxied.test', leaseId: 'l-1', proxy: { id: 'cccccccccccc', outcome: 'ok' }, latencyMs: 5, banAfterFailures: 3, probeAfterMs: 1000, maxHoldMs: 60_000 }),
       ).toBe(false);
+
+      // The fleet's sessions (issue #30) on the host's slot: two takes through one proxy share a
+      // session and its cookies; a block retires it with them.
+      const sessions = new SessionStore(redis, new Keys('cf'), { maxPerHost: 2, maxAgeMs: 60_000, maxUses: 10 });
+      const first = await sessions.take('sessions.test', 'cccccccccccc', () => 'chrome-linux');
+      const again = await sessions.take('sessions.test', 'cccccccccccc', () => 'firefox-linux');
+      expect(again.session).toMatchObject({ id: first.session.id, profile: 'chrome-linux', uses: 2 });
+      await sessions.storeCookies(first.session, 'https://sessions.test/', ['sid=1; Path=/']);
+      expect(await sessions.cookieHeader(again.session, 'https://sessions.test/')).toBe('sid=1');
+      expect(await sessions.retire(first.session)).toBe(true);
+      expect(await sessions.cookieHeader(again.session, 'https://sessions.test/')).toBe('');
 
       // Every script ran on the master of its keys' slot: each is in some master's script cache
       // (ioredis sends EVAL when EVALSHA finds none, and a CROSSSLOT refusal comes before that).
