@@ -5,6 +5,7 @@
 // the test says to record the references again. Then the bot wall (bot-wall.mjs), driven by Chromium.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -28,6 +29,32 @@ describe('the fingerprint site records a real browser', () => {
   afterAll(async () => {
     await site?.close();
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('bytes that are no ClientHello close their connection, and the site goes on', async () => {
+    const hostile = [
+      Buffer.from('16030100050100000100', 'hex'), // a ClientHello cut short
+      Buffer.from('16030100050200000100', 'hex'), // a ServerHello
+      Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n'), // no TLS at all
+    ];
+    for (const bytes of hostile) {
+      const closed = await new Promise<boolean>((resolve) => {
+        const socket = connect(site.port, '127.0.0.1', () => socket.write(bytes));
+        socket.on('close', () => resolve(true));
+        socket.on('error', () => undefined);
+      });
+      expect(closed).toBe(true);
+    }
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      httpsRequest({ host: '127.0.0.1', port: site.port, path: '/after.json', rejectUnauthorized: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode);
+      })
+        .on('error', reject)
+        .end();
+    });
+    expect(status).toBe(200);
+    expect(site.visits.at(-1)).toMatchObject({ path: '/after.json', protocol: 'http/1.1' });
   });
 
   test("Chromium's JA4, HTTP/2 fingerprint and header order are its reference's", async () => {

@@ -178,6 +178,12 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
       expect(await sessions.cookieHeader(again.session, 'https://sessions.test/')).toBe('sid=1');
       expect(await sessions.retire(first.session)).toBe(true);
       expect(await sessions.cookieHeader(again.session, 'https://sessions.test/')).toBe('');
+      // a host at its maximum makes room: the script's variable keys (the retired cookies) on the slot too
+      const one = new SessionStore(redis, new Keys('cf'), { maxPerHost: 1, maxAgeMs: 60_000, maxUses: 10 });
+      const before = await one.take('room.test', 'p1', () => 'chrome-linux');
+      await one.storeCookies(before.session, 'https://room.test/', ['sid=1; Path=/']);
+      expect((await one.take('room.test', 'p2', () => 'chrome-linux')).retired).toEqual([{ id: before.session.id, reason: 'room' }]);
+      expect(await one.cookieHeader(before.session, 'https://room.test/')).toBe('');
 
       // Every script ran on the master of its keys' slot: each is in some master's script cache
       // (ioredis sends EVAL when EVALSHA finds none, and a CROSSSLOT refusal comes before that).

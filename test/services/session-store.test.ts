@@ -1,7 +1,7 @@
 // The fleet's sessions in a real Redis (SessionStore, issue #30): two stores stand for two fetchers.
 import { Redis } from 'ioredis';
 import { Keys } from '@crawlfleet/core';
-import { SessionStore, sessionsFromHash } from '@crawlfleet/politeness';
+import { MAX_COOKIES_PER_SESSION, SessionStore, sessionsFromHash } from '@crawlfleet/politeness';
 import { REDIS_URL, dropPrefix, uniquePrefix } from '../helpers/cli.js';
 
 const limits = { maxPerHost: 3, maxAgeMs: 60_000, maxUses: 5 };
@@ -81,5 +81,55 @@ describe('sessions in Redis, shared by the fleet', () => {
     const retired = takes.flatMap((t) => t.retired);
     expect(new Set(retired.map((r) => r.id)).size).toBe(retired.length);
     expect(usesById.size).toBe(sessions.length + retired.length);
+  });
+
+  test('a new host taken through 40 proxies by 4 fetchers at once gives every request a session, one per proxy', async () => {
+    const connections = [redis, other, redis.duplicate(), other.duplicate()];
+    try {
+      const stores = connections.map((c) => new SessionStore(c, keys, { ...limits, maxPerHost: 50 }));
+      const takes = await Promise.all(Array.from({ length: 40 }, (_, i) => stores[i % 4]!.take('crowded.test', `p${i}`, () => 'chrome-linux')));
+      expect(new Set(takes.map((t) => t.session.proxy)).size).toBe(40);
+      const { sessions } = sessionsFromHash(await redis.hgetall(keys.polite().sessions('crowded.test')));
+      expect(sessions).toHaveLength(40);
+    } finally {
+      connections[2]!.disconnect();
+      connections[3]!.disconnect();
+    }
+  });
+
+  test("a response over http changes no Secure cookie; a retired session's late response stores nothing", async () => {
+    const store = new SessionStore(redis, keys, limits);
+    const { session } = await store.take('shop.test', 'p1', () => 'chrome-linux');
+    await store.storeCookies(session, 'https://shop.test/', ['sid=good; Path=/; Secure']);
+    await store.storeCookies(session, 'http://shop.test/', ['sid=evil; Path=/', 'theme=dark; Path=/']);
+    await store.storeCookies(session, 'http://shop.test/', ['sid=; Path=/; Secure; Max-Age=0']);
+    expect(await store.cookieHeader(session, 'https://shop.test/')).toBe('sid=good; theme=dark');
+
+    expect(await store.retire(session)).toBe(true);
+    expect(await store.storeCookies(session, 'https://shop.test/', ['late=1; Path=/'])).toBe(false);
+    expect(await redis.exists(keys.polite().sessionCookies('shop.test', session.id))).toBe(0);
+    // a retire after the host's hash expired leaves no key behind
+    await redis.del(keys.polite().sessions('shop.test'));
+    expect(await store.retire(session)).toBe(false);
+    expect(await redis.exists(keys.polite().sessions('shop.test'))).toBe(0);
+  });
+
+  test('a hostile site cannot grow a session without bound: cookies over 4 KB are refused, at most 180 kept', async () => {
+    const store = new SessionStore(redis, keys, limits);
+    const { session } = await store.take('greedy.test', 'p1', () => 'chrome-linux');
+    const many = Array.from({ length: 250 }, (_, i) => `c${i}=${i}; Path=/`);
+    await store.storeCookies(session, 'https://greedy.test/', [...many, `huge=${'x'.repeat(5000)}; Path=/`]);
+    const key = keys.polite().sessionCookies('greedy.test', session.id);
+    expect(await redis.hlen(key)).toBe(MAX_COOKIES_PER_SESSION);
+    expect(await redis.hexists(key, 'greedy.test;/;huge')).toBe(0);
+    // a known cookie still updates at the cap
+    await store.storeCookies(session, 'https://greedy.test/', ['c0=updated; Path=/']);
+    expect(await store.cookieHeader(session, 'https://greedy.test/')).toContain('c0=updated');
+    expect(await redis.pttl(key)).toBeGreaterThan(0);
+  });
+
+  test('limits that are not whole numbers of at least 1 are refused', () => {
+    expect(() => new SessionStore(redis, keys, { ...limits, maxPerHost: 0 })).toThrow('sessions.maxPerHost must be a whole number of at least 1, not 0');
+    expect(() => new SessionStore(redis, keys, { ...limits, maxUses: 1.5 })).toThrow('sessions.maxUses');
   });
 });

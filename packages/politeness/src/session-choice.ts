@@ -21,6 +21,14 @@ export interface SessionLimits {
 
 export const DEFAULT_SESSION_LIMITS: SessionLimits = { maxPerHost: 8, maxAgeMs: 30 * 60_000, maxUses: 100 };
 
+/** Pure: what is wrong with a set of limits, or undefined: each must be a whole number of at least 1. */
+export function sessionLimitsProblem(limits: SessionLimits): string | undefined {
+  for (const [name, value] of Object.entries(limits)) {
+    if (!Number.isInteger(value) || value < 1) return `sessions.${name} must be a whole number of at least 1, not ${value}`;
+  }
+  return undefined;
+}
+
 export interface SessionRecord {
   id: string;
   /** the proxy's id, or '' for a direct connection */
@@ -61,6 +69,6 @@ export function chooseSession(sessions: readonly SessionRecord[], proxy: string,
   const mine = live.filter((s) => s.proxy === proxy).sort((a, b) => a.uses - b.uses || a.createdAt - b.createdAt);
   if (mine[0]) return { kind: 'reuse', session: mine[0], retire };
   const byLastUse = [...live].sort((a, b) => a.lastUsedAt - b.lastUsedAt);
-  for (let over = live.length - limits.maxPerHost + 1; over > 0; over--) retire.push({ id: byLastUse.shift()!.id, reason: 'room' });
+  for (const session of byLastUse.slice(0, Math.max(0, live.length - limits.maxPerHost + 1))) retire.push({ id: session.id, reason: 'room' });
   return { kind: 'create', retire };
 }

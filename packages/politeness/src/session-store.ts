@@ -1,16 +1,20 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Keys, type RedisClient, runScript } from '@crawlfleet/core';
 import { Cookie, CookieJar } from 'tough-cookie';
-import { chooseSession, type RetireReason, type SessionLimits, type SessionRecord } from './session-choice.js';
+import { chooseSession, type RetireReason, type SessionLimits, type SessionRecord, sessionLimitsProblem } from './session-choice.js';
 
-/** How many times a take reads again when another fetcher changed the host's sessions meanwhile. */
+/** How many times a take reads again when another fetcher began or retired a session meanwhile. */
 const MAX_TAKE_ROUNDS = 20;
+/** A cookie longer than browsers keep (name and value) is not kept. */
+export const MAX_COOKIE_BYTES = 4096;
+/** Cookies one session keeps at most: Chromium's limit per domain. */
+export const MAX_COOKIES_PER_SESSION = 180;
 
-/** The fixed part of a session, as kept in Redis. */
+/** The fixed part of a session, as kept in Redis; its times are fields of their own. */
 interface SessionFixed {
   proxy: string;
   profile: string;
-  createdAt: number;
 }
 
 /** Pure: the host's sessions from their hash (see applySessionChoice-v.lua), and its version. */
@@ -19,7 +23,8 @@ export function sessionsFromHash(hash: Record<string, string>): { version: strin
   for (const [field, value] of Object.entries(hash)) {
     if (field === '#v' || field.includes(':')) continue;
     const fixed = JSON.parse(value) as SessionFixed;
-    sessions.push({ id: field, ...fixed, uses: Number(hash[`${field}:uses`] ?? 0), lastUsedAt: Number(hash[`${field}:last`] ?? fixed.createdAt) });
+    const createdAt = Number(hash[`${field}:created`] ?? 0);
+    sessions.push({ id: field, proxy: fixed.proxy, profile: fixed.profile, createdAt, uses: Number(hash[`${field}:uses`] ?? 0), lastUsedAt: Number(hash[`${field}:last`] ?? createdAt) });
   }
   return { version: hash['#v'] ?? '0', sessions };
 }
@@ -34,35 +39,49 @@ export interface HeldSession extends SessionRecord {
  * here, so a host sees one identity per proxy for many requests, whichever process sends them, and
  * the session's cookies go with it. The decisions are chooseSession's (session-choice.ts); this class
  * reads, applies them atomically (applySessionChoice-v.lua), and keeps the cookies, one Redis hash per
- * session, read and written with tough-cookie's RFC 6265 rules.
+ * session, parsed and matched with tough-cookie's RFC 6265 rules (storeSessionCookies-2.lua).
  */
 export class SessionStore {
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly limits: SessionLimits,
-  ) {}
+  ) {
+    const problem = sessionLimitsProblem(limits);
+    if (problem) throw new Error(problem);
+  }
+
+  /** How long a host's hashes outlive their last change: a session is dead after maxAgeMs anyway. */
+  private get ttlMs(): number {
+    return this.limits.maxAgeMs * 2;
+  }
 
   /**
    * The session for one request to `host` through `proxy` ('' for none): the proxy's session of the
-   * host, or a new one with `profile()` as its browser profile. Also returns the sessions that retired
-   * on the way, with their reasons, for the metrics.
+   * host, or a new one with `profile()` as its browser profile. Also returns the sessions this take
+   * retired, with their reasons, for the metrics (each retirement is reported by one take only). Another fetcher beginning or retiring a session
+   * of the host meanwhile makes it read again, after a short random pause.
    */
   async take(host: string, proxy: string, profile: () => string): Promise<{ session: HeldSession; retired: Array<{ id: string; reason: RetireReason }> }> {
     const k = this.keys.polite();
     for (let round = 0; round < MAX_TAKE_ROUNDS; round++) {
+      if (round > 0) await sleep(Math.random() * 2 ** Math.min(round, 6));
       const [hash, now] = await this.readSessions(host);
       const { version, sessions } = sessionsFromHash(hash);
       const choice = chooseSession(sessions, proxy, now, this.limits);
       const id = choice.kind === 'reuse' ? choice.session.id : randomBytes(9).toString('base64url');
-      const fixed: SessionFixed = choice.kind === 'reuse' ? choice.session : { proxy, profile: profile(), createdAt: now };
-      const uses = await runScript<number>(
+      const fixed: SessionFixed = choice.kind === 'reuse' ? choice.session : { proxy, profile: profile() };
+      const [uses, at, ...removed] = await runScript<[number, number, ...string[]]>(
         this.redis,
         'applySessionChoice',
         [k.sessions(host), ...choice.retire.map((r) => k.sessionCookies(host, r.id))],
-        [version, choice.kind, id, choice.kind === 'create' ? JSON.stringify(fixed) : '', now, this.limits.maxUses, this.limits.maxAgeMs * 2, ...choice.retire.map((r) => r.id)],
+        [version, choice.kind, id, choice.kind === 'create' ? JSON.stringify(fixed) : '', this.limits.maxUses, this.ttlMs, ...choice.retire.map((r) => r.id)],
       );
-      if (uses > 0) return { session: { id, host, proxy: fixed.proxy, profile: fixed.profile, createdAt: fixed.createdAt, uses, lastUsedAt: now }, retired: choice.retire };
+      if (uses > 0) {
+        const createdAt = choice.kind === 'reuse' ? choice.session.createdAt : at;
+        const retired = choice.retire.filter((r) => removed.includes(r.id));
+        return { session: { id, host, proxy: fixed.proxy, profile: fixed.profile, createdAt, uses, lastUsedAt: at }, retired };
+      }
     }
     throw new Error(`could not take a session for ${host}: its sessions changed under ${MAX_TAKE_ROUNDS} reads in a row`);
   }
@@ -70,13 +89,7 @@ export class SessionStore {
   /** Retires a session now (a block): it and its cookies are gone for every fetcher. True if it was alive. */
   async retire(session: HeldSession): Promise<boolean> {
     const k = this.keys.polite();
-    const results = await this.redis
-      .multi()
-      .hdel(k.sessions(session.host), session.id, `${session.id}:uses`, `${session.id}:last`)
-      .del(k.sessionCookies(session.host, session.id))
-      .hincrby(k.sessions(session.host), '#v', 1)
-      .exec();
-    return Number(results?.[0]?.[1] ?? 0) > 0;
+    return (await runScript<number>(this.redis, 'retireSession', [k.sessions(session.host), k.sessionCookies(session.host, session.id)], [session.id, this.ttlMs])) === 1;
   }
 
   /** The Cookie header the session sends to `url`, or '' for none. */
@@ -91,21 +104,32 @@ export class SessionStore {
     return jar.getCookieString(url);
   }
 
-  /** Keeps what a response's Set-Cookie headers set, by RFC 6265's rules for `url`; an expired cookie is deleted. */
-  async storeCookies(session: HeldSession, url: string, setCookies: readonly string[]): Promise<void> {
-    if (setCookies.length === 0) return;
-    const key = this.keys.polite().sessionCookies(session.host, session.id);
+  /**
+   * Keeps what a response's Set-Cookie headers set, by RFC 6265's rules for `url`: a cookie for
+   * another domain, a Secure one from http, or one over MAX_COOKIE_BYTES is refused; an expired one is
+   * deleted. Returns false when the session has retired meanwhile (nothing is kept).
+   */
+  async storeCookies(session: HeldSession, url: string, setCookies: readonly string[]): Promise<boolean> {
+    if (setCookies.length === 0) return true;
     const jar = new CookieJar();
-    const writes = this.redis.multi();
+    const changes: string[] = [];
     for (const header of setCookies) {
       const cookie = await jar.setCookie(header, url, { ignoreError: true });
-      if (!cookie) continue;
+      if (!cookie || cookie.key.length + cookie.value.length > MAX_COOKIE_BYTES) continue;
       const field = `${cookie.domain};${cookie.path};${cookie.key}`;
-      if (cookie.TTL() <= 0) writes.hdel(key, field);
-      else writes.hset(key, field, JSON.stringify(cookie.toJSON()));
+      if (cookie.TTL() <= 0) changes.push(field, 'del', '');
+      else changes.push(field, 'set', JSON.stringify(cookie.toJSON()));
     }
-    writes.pexpire(key, this.limits.maxAgeMs * 2);
-    await writes.exec();
+    if (changes.length === 0) return true;
+    const k = this.keys.polite();
+    const secure = new URL(url).protocol === 'https:' ? '1' : '0';
+    const changed = await runScript<number>(
+      this.redis,
+      'storeSessionCookies',
+      [k.sessions(session.host), k.sessionCookies(session.host, session.id)],
+      [session.id, this.ttlMs, secure, MAX_COOKIES_PER_SESSION, ...changes],
+    );
+    return changed >= 0;
   }
 
   /** The host's sessions hash and Redis TIME (ms), in one round trip: the fleet's one clock. */

@@ -1,0 +1,18 @@
+--[[
+  Retires one session of a host now (a block): it and its cookies are gone for every fetcher. '#v'
+  moves, and the hash's expiry is renewed, only when the session was alive, so a retire that comes
+  after the hash expired (a request held longer than twice maxAgeMs) leaves nothing behind.
+
+  KEYS[1]  the host's sessions hash (see applySessionChoice-v.lua)
+  KEYS[2]  the session's cookie hash
+  ARGV[1]  the session's id
+  ARGV[2]  how long the hash outlives its last change (ms)
+  Returns 1 if the session was alive, else 0.
+]]
+local id = ARGV[1]
+redis.call('DEL', KEYS[2])
+local removed = redis.call('HDEL', KEYS[1], id, id .. ':created', id .. ':uses', id .. ':last')
+if removed == 0 then return 0 end
+redis.call('HINCRBY', KEYS[1], '#v', 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
