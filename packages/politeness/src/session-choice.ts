@@ -9,7 +9,7 @@
  * proxy's rate limit still counts every request made through it.
  */
 
-/** How sessions are bounded: a spider's `sessions` settings (CONTRACT.md). */
+/** How sessions are bounded; they become a spider's `sessions` settings (docs/spider-format.md) when the fetch path takes sessions (docs/identity.md). */
 export interface SessionLimits {
   /** sessions alive at once per host, across all proxies */
   maxPerHost: number;
