@@ -8,12 +8,13 @@ import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type BrowserContextOptions, chromium, type Page } from 'playwright-core';
 import { startBotWall } from '../fixtures/bot-wall.mjs';
 import { makeTestCertificates, startFingerprintSite } from '../fixtures/fingerprint-site.mjs';
 import { BOOKS_ARCHIVE, serveFolder, unpack } from '../fixtures/static-site.mjs';
 import { visitWithChromium } from '../fixtures/record-fingerprints.mjs';
 import { ROOT } from '../helpers/cli.js';
+import { rerunOnNetworkChange } from '../helpers/network-change.js';
 
 const references = JSON.parse(readFileSync(join(ROOT, 'test/fixtures/reference/fingerprints.json'), 'utf8'));
 const major = (version: string) => /(\d+)\./.exec(version)?.[1];
@@ -82,58 +83,72 @@ async function documentsOnly(page: Page): Promise<Page> {
 
 describe('the bot wall in front of the books site', () => {
   let dir: string;
+  let paths: { cert: string; key: string };
   let books: { url: string; close: () => Promise<void> };
-  let wall: Awaited<ReturnType<typeof startBotWall>>;
   let browser: Browser;
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'bot-wall-'));
-    const paths = makeTestCertificates(dir);
+    paths = makeTestCertificates(dir);
     books = await serveFolder(unpack(BOOKS_ARCHIVE));
-    wall = await startBotWall({ cert: readFileSync(paths.cert), key: readFileSync(paths.key), upstream: books.url, references, limits: { maxRequests: 4, windowMs: 3_600_000 } });
     browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: ['--host-resolver-rules=MAP fingerprint.test 127.0.0.1'] });
   });
   afterAll(async () => {
     await browser?.close();
-    await wall?.close();
     await books?.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
   test('Chromium passes and keeps one session; its cookie under another User-Agent, or used too often, is blocked; Node is blocked', async () => {
-    const url = `https://fingerprint.test:${wall.port}/catalogue/page-2.html`;
-    const context = await browser.newContext({ ignoreHTTPSErrors: true });
-    const page = await documentsOnly(await context.newPage());
-    const first = await page.goto(url);
-    expect(first?.status()).toBe(200);
-    expect(await page.title()).toContain('Books');
-    expect((await page.goto(url))?.status()).toBe(200);
-    expect(wall.counts).toMatchObject({ allowed: 2, blocked: 0, sessionsStarted: 1 });
-
-    const cookies = await context.cookies();
-    expect(cookies.map((c) => c.name)).toEqual(['wall_session']);
-    const userAgent = await page.evaluate(() => navigator.userAgent);
-    const other = await browser.newContext({ ignoreHTTPSErrors: true, userAgent: userAgent.replace(/Chrome\/(\d+)/, (_, major) => `Chrome/${Number(major) - 1}`) });
-    await other.addCookies(cookies);
-    expect((await (await documentsOnly(await other.newPage())).goto(url))?.status()).toBe(403);
-    expect(wall.blocks.map((b) => b.reason)).toEqual(['session-user-agent']);
-
-    expect((await page.goto(url))?.status()).toBe(200);
-    expect((await page.goto(url))?.status()).toBe(200);
-    const overRate = await page.goto(url);
-    expect(overRate?.status()).toBe(403);
-    expect(await overRate?.text()).toContain('Access denied');
-    expect(wall.blocks.map((b) => b.reason)).toEqual(['session-user-agent', 'session-rate']);
-
-    const node = await new Promise<number | undefined>((resolve, reject) => {
-      const req = httpsRequest({ host: '127.0.0.1', port: wall.port, path: '/index.html', rejectUnauthorized: false }, (res) => {
-        res.resume();
-        resolve(res.statusCode);
-      });
-      req.on('error', reject).end();
+    // The wall counts every request it sees, so a run that a network change cut runs again with a new wall.
+    await rerunOnNetworkChange(async (watch) => {
+      const wall = await startBotWall({ cert: readFileSync(paths.cert), key: readFileSync(paths.key), upstream: books.url, references, limits: { maxRequests: 4, windowMs: 3_600_000 } });
+      const contexts: BrowserContext[] = [];
+      const newContext = async (options: BrowserContextOptions = {}) => {
+        contexts.push(watch.watch(await browser.newContext({ ignoreHTTPSErrors: true, ...options })));
+        return contexts.at(-1)!;
+      };
+      try {
+        await theWallScenario(wall, newContext);
+      } finally {
+        for (const context of contexts) await context.close();
+        await wall.close();
+      }
     });
-    expect(node).toBe(403);
-    expect(wall.blocks.at(-1)).toMatchObject({ reason: 'unknown-browser', remoteAddress: '127.0.0.1' });
-    await context.close();
-    await other.close();
   });
 });
+
+async function theWallScenario(wall: Awaited<ReturnType<typeof startBotWall>>, newContext: (options?: BrowserContextOptions) => Promise<BrowserContext>): Promise<void> {
+  const url = `https://fingerprint.test:${wall.port}/catalogue/page-2.html`;
+  const context = await newContext();
+  const page = await documentsOnly(await context.newPage());
+  const first = await page.goto(url);
+  expect(first?.status()).toBe(200);
+  expect(await page.title()).toContain('Books');
+  expect((await page.goto(url))?.status()).toBe(200);
+  expect(wall.counts).toMatchObject({ allowed: 2, blocked: 0, sessionsStarted: 1 });
+
+  const cookies = await context.cookies();
+  expect(cookies.map((c) => c.name)).toEqual(['wall_session']);
+  const userAgent = await page.evaluate(() => navigator.userAgent);
+  const other = await newContext({ userAgent: userAgent.replace(/Chrome\/(\d+)/, (_, major) => `Chrome/${Number(major) - 1}`) });
+  await other.addCookies(cookies);
+  expect((await (await documentsOnly(await other.newPage())).goto(url))?.status()).toBe(403);
+  expect(wall.blocks.map((b) => b.reason)).toEqual(['session-user-agent']);
+
+  expect((await page.goto(url))?.status()).toBe(200);
+  expect((await page.goto(url))?.status()).toBe(200);
+  const overRate = await page.goto(url);
+  expect(overRate?.status()).toBe(403);
+  expect(await overRate?.text()).toContain('Access denied');
+  expect(wall.blocks.map((b) => b.reason)).toEqual(['session-user-agent', 'session-rate']);
+
+  const node = await new Promise<number | undefined>((resolve, reject) => {
+    const req = httpsRequest({ host: '127.0.0.1', port: wall.port, path: '/index.html', rejectUnauthorized: false }, (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    });
+    req.on('error', reject).end();
+  });
+  expect(node).toBe(403);
+  expect(wall.blocks.at(-1)).toMatchObject({ reason: 'unknown-browser', remoteAddress: '127.0.0.1' });
+}

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { catalogueSpider, groundTruth, siteShape, startCatalogueSite } from '../fixtures/catalogue-site.mjs';
 import { ROOT, dropPrefix, readJsonl, runCli, spawnCli, tempDir, testEnv, uniquePrefix, waitFor, writeJson } from '../helpers/cli.js';
+import { gotoSteady } from '../helpers/network-change.js';
 import { freePort, waitForPort } from '../helpers/ports.js';
 
 const USER = 'ops';
@@ -95,7 +96,7 @@ describe('watching the fleet: worker and dashboard metrics scraped by a real Pro
       // Bull Board, during the crawl, in a real browser with the credentials.
       const context = await browser.newContext({ httpCredentials: { username: USER, password: PASSWORD }, viewport: { width: 1400, height: 900 } });
       const page = await context.newPage();
-      await page.goto(`${dashboard}/`);
+      await gotoSteady(page, `${dashboard}/`);
       for (const queue of ['fetch', 'parse', 'write']) await page.getByText(queue, { exact: true }).first().waitFor({ timeout: 20_000 });
 
       const waited = await runCli(['wait', '--crawl-id', crawlId, '--timeout', '150'], { env, timeoutMs: 160_000 });
@@ -112,7 +113,7 @@ describe('watching the fleet: worker and dashboard metrics scraped by a real Pro
 
       // Bull Board's counts match the status: the dead letter is the fetch queue's one failed job,
       // shown with its reason.
-      await page.goto(`${dashboard}/queue/fetch?status=failed`);
+      await gotoSteady(page, `${dashboard}/queue/fetch?status=failed`);
       await page.getByText('ERR_HTTP_STATUS: HTTP 404').first().waitFor({ timeout: 20_000 });
       const bullCounts = (await (await fetch(`${dashboard}/api/queues`, { headers: { authorization: auth } })).json()) as { queues: { name: string; counts: Record<string, number> }[] };
       for (const stage of ['fetch', 'parse', 'write'] as const) {

@@ -6,6 +6,7 @@ import { chromium } from 'playwright-core';
 import { BOOKS_ARCHIVE, serveFolder, unpack } from '../fixtures/static-site.mjs';
 import { booksTruth } from '../helpers/books-truth.js';
 import { ROOT, dropPrefix, runCli, tempDir, testEnv, uniquePrefix, writeJson } from '../helpers/cli.js';
+import { gotoSteady, rerunOnNetworkChange } from '../helpers/network-change.js';
 import { freePort, waitForPort } from '../helpers/ports.js';
 
 /** warcio, cdxj-indexer and pywb from PyPI, installed by scripts/services.sh (ensure_warc_tools). */
@@ -159,15 +160,21 @@ describe('WARC output (--warc)', () => {
           ],
         });
         try {
-          const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
-          await page.goto(`http://127.0.0.1:${port}/books/2030/${page2}`, { waitUntil: 'load' });
-          const frame = page.frames().find((f) => f.url().includes('mp_/'));
-          expect(frame).toBeDefined();
-          await frame!.waitForSelector('article.product_pod');
-          expect(await frame!.locator('article.product_pod').count()).toBe(20);
-          expect(await frame!.locator('li.current').textContent()).toContain('Page 2 of 50');
-          mkdirSync(ARTIFACTS, { recursive: true });
-          await page.screenshot({ path: join(ARTIFACTS, 'warc-pywb-page-2.png') });
+          await rerunOnNetworkChange(async (watch) => {
+            const page = watch.watch(await browser.newPage({ viewport: { width: 1280, height: 1000 } }));
+            try {
+              await gotoSteady(page, `http://127.0.0.1:${port}/books/2030/${page2}`, { waitUntil: 'load' });
+              const frame = page.frames().find((f) => f.url().includes('mp_/'));
+              expect(frame).toBeDefined();
+              await frame!.waitForSelector('article.product_pod');
+              expect(await frame!.locator('article.product_pod').count()).toBe(20);
+              expect(await frame!.locator('li.current').textContent()).toContain('Page 2 of 50');
+              mkdirSync(ARTIFACTS, { recursive: true });
+              await page.screenshot({ path: join(ARTIFACTS, 'warc-pywb-page-2.png') });
+            } finally {
+              await page.close();
+            }
+          });
         } finally {
           await browser.close();
         }
