@@ -80,8 +80,28 @@ async function compose(args, { timeoutMs = 600_000 } = {}) {
     const { stdout } = await run(COMPOSE, [...FILES, ...args], { cwd: ROOT, env, timeout: timeoutMs, maxBuffer: 64 << 20 });
     return stdout;
   } catch (error) {
-    throw new Error(`docker compose ${args.join(' ')} failed: ${error.message}\n${error.stdout ?? ''}\n${error.stderr ?? ''}`);
+    const diagnosis = args.includes('up') ? await diagnose() : '';
+    throw new Error(`docker compose ${args.join(' ')} failed: ${error.message}\n${error.stdout ?? ''}\n${error.stderr ?? ''}${diagnosis}`);
   }
+}
+
+/** Why `up` failed: each container's state and its health probes' last outputs, and the logs' tails. */
+async function diagnose() {
+  const lines = ['\n--- diagnosis ---'];
+  const attempt = async (what, action) => {
+    try {
+      lines.push(`${what}:`, (await action()).trim());
+    } catch (error) {
+      lines.push(`${what}: could not be read (${error.message.split('\n')[0]})`);
+    }
+  };
+  const ids = async () => (await run(COMPOSE, [...FILES, 'ps', '-a', '-q'], { cwd: ROOT, env })).stdout.split('\n').filter(Boolean);
+  await attempt('containers and their health', async () => {
+    const { stdout } = await run('docker', ['inspect', '--format', '{{.Name}} {{.State.Status}} exit={{.State.ExitCode}} restarts={{.RestartCount}} health={{json .State.Health}}', ...(await ids())]);
+    return stdout;
+  });
+  await attempt('logs (last 30 lines each)', async () => (await run(COMPOSE, [...FILES, 'logs', '--no-color', '--tail', '30'], { cwd: ROOT, env, maxBuffer: 16 << 20 })).stdout);
+  return lines.join('\n');
 }
 
 async function timed(name, action) {

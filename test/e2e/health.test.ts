@@ -8,8 +8,11 @@ function startRedis(port: number, dir: string): ChildProcess {
   return spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'], { stdio: 'ignore' });
 }
 
-/** GET with a deadline: undefined when no answer came in time (a blocked event loop answers nothing). */
-async function probe(url: string, timeoutMs = 1500): Promise<{ status: number; body: Record<string, unknown> } | undefined> {
+/**
+ * GET with a deadline: undefined when no answer came in time (a blocked event loop answers nothing).
+ * 4 s by default: with Redis gone, /readyz answers when its check's own 2 s timeout ends.
+ */
+async function probe(url: string, timeoutMs = 4000): Promise<{ status: number; body: Record<string, unknown> } | undefined> {
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };

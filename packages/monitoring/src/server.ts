@@ -30,7 +30,9 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
  */
 export function healthHandler(options: HealthOptions): { handle(req: IncomingMessage, res: ServerResponse): Promise<boolean>; close(): void } {
   const heartbeat = new Heartbeat();
-  const timeoutMs = options.checkTimeoutMs ?? 1000;
+  // 2 s: a dependency that answers a PING within it is up even on a loaded host; it stays under
+  // the probes' own timeouts (3 s in the Kubernetes manifests, 8 s in docker-compose.yml).
+  const timeoutMs = options.checkTimeoutMs ?? 2000;
   const json = (res: ServerResponse, status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
   return {
     async handle(req, res) {
