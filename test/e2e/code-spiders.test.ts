@@ -105,6 +105,30 @@ describe('code spiders', () => {
     }
   });
 
+  test("request hooks read and set the session's cookies: the login cookie set once goes with every request after, from the fleet's session", async () => {
+    const site = await startMembersSite({ pages: 10 });
+    const prefix = uniquePrefix('code-session');
+    const dir = tempDir('code-session');
+    try {
+      const spider = spiderCopy('test/fixtures/spiders/members-session.ts', site.url, dir);
+      const out = join(dir, 'items.jsonl');
+      const run = await runCli(['crawl', spider, '--crawl-id', 'members-session', '--out', out, '--json', '--quiet'], { env: testEnv(prefix) });
+      expect(run.code).toBe(0);
+      expect(lastJson(run.stdout)).toMatchObject({ state: 'done', counters: { fetched: 11, items: 10, written: 10, failed: 0 } });
+      expect(
+        readJsonl(out)
+          .map((i) => i.value)
+          .sort((a, b) => Number(a) - Number(b)),
+      ).toEqual(Array.from({ length: 10 }, (_, i) => record(i + 1).value));
+      // One request at a time: the first set the cookie into the session, before it went; all 11 carried it once.
+      expect(site.seen.map((r) => r.from)).toEqual(['set', ...Array.from({ length: 10 }, () => 'kept')]);
+      expect(site.seen.filter((r) => r.cookie !== `session=${SESSION}`)).toEqual([]);
+    } finally {
+      await site.close();
+      await dropPrefix(prefix);
+    }
+  });
+
   test('a parse hook that throws on 1 page of 50: that page is dead-lettered with the message and the line, the 49 others are stored, the crawl is done', async () => {
     const site = await startMembersSite({ pages: 50, auth: false });
     const prefix = uniquePrefix('code-failing');

@@ -129,6 +129,39 @@ describe('sessions in Redis, shared by the fleet', () => {
     expect(await redis.pttl(key)).toBeGreaterThan(0);
   });
 
+  test("the fleet's sessions alive: each begun counts, each retired (block, room, uses) does not; a take says whether it began one", async () => {
+    const store = new SessionStore(redis, keys, limits);
+    const tight = { maxPerHost: 1, maxAgeMs: 60_000, maxUses: 2 };
+    const a = await store.take('a.test', 'p1', () => 'chrome-linux');
+    const again = await store.take('a.test', 'p1', () => 'chrome-linux');
+    const b = await store.take('b.test', '', () => 'chrome-linux', tight);
+    expect([a.began, again.began, b.began]).toEqual([true, false, true]);
+    expect(b.session.ttlMs).toBe(120_000);
+    expect(await store.alive()).toBe(2);
+    // the spider's own limits: one session per host, so another proxy's makes room
+    const c = await store.take('b.test', 'p9', () => 'chrome-linux', tight);
+    expect(c.retired).toEqual([{ id: b.session.id, reason: 'room' }]);
+    expect(await store.alive()).toBe(2);
+    await store.take('b.test', 'p9', () => 'chrome-linux', tight);
+    const d = await store.take('b.test', 'p9', () => 'chrome-linux', tight);
+    expect(d.retired).toEqual([{ id: c.session.id, reason: 'uses' }]);
+    expect(await store.retire(a.session)).toBe(true);
+    expect(await store.alive()).toBe(1);
+    // one past its age leaves the count without a take
+    await redis.zadd(keys.polite().sessionsAlive, Date.now() - 1, 'old.test x');
+    expect(await store.alive()).toBe(1);
+  });
+
+  test("a request's cookie jar: the session's cookies for each URL, a request hook's after them; each Set-Cookie kept for the fleet", async () => {
+    const store = new SessionStore(redis, keys, limits);
+    const { session } = await store.take('shop.test', 'p1', () => 'chrome-linux');
+    const jar = store.jar(session, 'hook=1');
+    expect(await jar.getCookieString('https://shop.test/')).toBe('hook=1');
+    await jar.setCookie('sid=abc; Path=/', 'https://shop.test/login');
+    expect(await jar.getCookieString('https://shop.test/cart')).toBe('sid=abc; hook=1');
+    expect(await store.jar(session).getCookieString('https://shop.test/')).toBe('sid=abc');
+  });
+
   test('limits that are not whole numbers of at least 1 are refused', () => {
     expect(() => new SessionStore(redis, keys, { ...limits, maxPerHost: 0 })).toThrow('sessions.maxPerHost must be a whole number of at least 1, not 0');
     expect(() => new SessionStore(redis, keys, { ...limits, maxUses: 1.5 })).toThrow('sessions.maxUses');

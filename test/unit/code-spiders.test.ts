@@ -221,6 +221,13 @@ describe('requestShape: what a request hook returned, as a request', () => {
     expect(() => requestShape({ headers: { a: 1 } })).toThrow('header "a" must be a string');
     expect(() => requestShape('x')).toThrow('must return an object');
   });
+
+  test("setCookies: Set-Cookie lines for the request's session, refused without one", () => {
+    expect(requestShape({ setCookies: ['token=abc; Path=/'] }, { session: true })).toEqual({ method: 'GET', headers: {}, setCookies: ['token=abc; Path=/'] });
+    expect(requestShape({ setCookies: [] }, { session: false })).toEqual({ method: 'GET', headers: {} });
+    expect(() => requestShape({ setCookies: ['token=abc'] }, { session: false })).toThrow('setCookies needs a session, and this spider keeps none (sessions.enabled is false)');
+    expect(() => requestShape({ setCookies: 'token=abc' }, { session: true })).toThrow('setCookies must be a list of Set-Cookie lines');
+  });
 });
 
 describe('spider modules', () => {

@@ -113,6 +113,13 @@ describe('proxy health and selection', () => {
     expect(orderProxies('round_robin', [good, poor], { now, avoid: ['good', 'poor'] })).toHaveLength(2);
     expect(orderProxies('weighted', [banned], { now })).toEqual([]);
   });
+  test("the proxies holding one of the host's sessions go first, in the strategy's order, even past the first 8; the rest follow", () => {
+    const many = Array.from({ length: 12 }, (_, i) => proxy(`p${String(i).padStart(2, '0')}`, { used: String(i) }));
+    const prefer = new Set(['p10', 'p03']);
+    expect(orderProxies('round_robin', many, { now, prefer }).map((p) => p.id)).toEqual(['p03', 'p10', 'p00', 'p01', 'p02', 'p04', 'p05', 'p06']);
+    // a preferred proxy the URL was blocked through, or a banned one, is still left out
+    expect(orderProxies('round_robin', [good, poor, banned], { now, prefer: new Set(['banned', 'good']), avoid: ['good'] }).map((p) => p.id)).toEqual(['poor']);
+  });
   test('a proxy fault is an error of the proxy itself, not of the site behind it', () => {
     expect(isProxyFault(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8001'), { code: 'ECONNREFUSED' }))).toBe(true);
     expect(isProxyFault({ message: 'wrapped', cause: new Error('Bad response: 407') })).toBe(true);

@@ -1,4 +1,5 @@
-import { chooseSession, DEFAULT_SESSION_LIMITS, expiryOf, type SessionRecord } from '@crawlfleet/politeness';
+import { validateSpider } from '@crawlfleet/core';
+import { chooseSession, DEFAULT_SESSION_LIMITS, expiryOf, sessionLimits, type SessionRecord } from '@crawlfleet/politeness';
 
 const limits = { maxPerHost: 3, maxAgeMs: 60_000, maxUses: 10 };
 const session = (id: string, proxy: string, fields: Partial<SessionRecord> = {}): SessionRecord => ({ id, proxy, profile: 'chrome-linux', createdAt: 0, uses: 0, lastUsedAt: 0, ...fields });
@@ -14,8 +15,13 @@ describe('a session retires by its age and its uses (pure)', () => {
     expect(expiryOf(session('s', 'p1', fields), now, limits)).toBe(reason);
   });
 
-  test('the defaults are bounded', () => {
+  test("the defaults are bounded, and a spider's `sessions` defaults to them", () => {
     expect(DEFAULT_SESSION_LIMITS).toEqual({ maxPerHost: 8, maxAgeMs: 1_800_000, maxUses: 100 });
+    const spider = validateSpider({ name: 's', startUrls: ['https://shop.test/'] });
+    expect(spider.sessions).toEqual({ enabled: true, ...DEFAULT_SESSION_LIMITS });
+    expect(sessionLimits(validateSpider({ name: 's', sessions: { maxUses: 5 } }))).toEqual({ ...DEFAULT_SESSION_LIMITS, maxUses: 5 });
+    expect(() => validateSpider({ name: 's', sessions: { maxPerHost: 0 } }, 'shop.json')).toThrow('shop.json: sessions.maxPerHost');
+    expect(() => validateSpider({ name: 's', sessions: { cookies: false } }, 'shop.json')).toThrow('shop.json: sessions');
   });
 });
 

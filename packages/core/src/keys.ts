@@ -107,6 +107,8 @@ export interface PoliteKeys {
   sessions(host: string): string;
   /** hash: one session's cookies, `domain;path;name` -> the cookie (JSON) */
   sessionCookies(host: string, id: string): string;
+  /** sorted set: the fleet's sessions (`host id`) -> when each ends by age (ms), for the sessions-alive gauge */
+  sessionsAlive: string;
 }
 
 /**
@@ -211,6 +213,7 @@ export class Keys {
       robotsLock: (origin: string) => `${tag(originHost(origin))}:robots-lock:${origin}`,
       sessions: (host: string) => `${tag(host)}:sessions:${host}`,
       sessionCookies: (host: string, id: string) => `${tag(host)}:session:${host}:${id}:cookies`,
+      sessionsAlive: `${proxies}:sessions-alive`,
     };
   }
 

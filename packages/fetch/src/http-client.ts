@@ -64,6 +64,11 @@ export interface FetchOptions {
   request?: HttpRequestShape;
   /** keep the exchange as on the wire (WARC output): the body is then decoded here, not by got */
   keepWire?: boolean;
+  /**
+   * the cookies of the request's session (got's cookieJar, tough-cookie's shape): asked for the
+   * Cookie header of every hop, told each hop's Set-Cookie
+   */
+  cookieJar?: { getCookieString(url: string): Promise<string>; setCookie(rawCookie: string, url: string): Promise<unknown> };
 }
 
 /** What a request hook changes in one request (see request-hook.ts). */
@@ -71,6 +76,8 @@ export interface HttpRequestShape {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   headers: Record<string, string>;
   body?: string;
+  /** Set-Cookie lines the request's session keeps, as if the site had set them (before this request) */
+  setCookies?: string[];
 }
 
 function findForbidden(err: unknown): ForbiddenAddressError | undefined {
@@ -132,6 +139,7 @@ function gotOptions(options: FetchOptions, limits: RequestLimits, lookup: Lookup
     ...(options.agent ? { agent: options.agent } : {}),
     ...(lookup ? { dnsLookup: lookup as never } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.cookieJar ? { cookieJar: options.cookieJar } : {}),
     timeout: {
       lookup: Math.min(10_000, limits.timeoutMs),
       connect: Math.min(10_000, limits.timeoutMs),

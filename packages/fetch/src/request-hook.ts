@@ -10,13 +10,13 @@ const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding',
  * Pure: what a request hook returned, as the request to send; throws a plain Error naming the
  * problem when it is not one (the caller reports it as the hook's failure).
  */
-export function requestShape(returned: unknown): HttpRequestShape | undefined {
+export function requestShape(returned: unknown, options: { session?: boolean } = {}): HttpRequestShape | undefined {
   if (returned === undefined || returned === null) return undefined;
   if (typeof returned !== 'object' || Array.isArray(returned))
-    throw new Error(`request hook must return an object ({ headers, cookies, method, body }) or nothing, got ${Array.isArray(returned) ? 'an array' : typeof returned}`);
-  const { method = 'GET', headers = {}, cookies, body, ...rest } = returned as Record<string, unknown>;
+    throw new Error(`request hook must return an object ({ headers, cookies, setCookies, method, body }) or nothing, got ${Array.isArray(returned) ? 'an array' : typeof returned}`);
+  const { method = 'GET', headers = {}, cookies, setCookies, body, ...rest } = returned as Record<string, unknown>;
   const unknown = Object.keys(rest);
-  if (unknown.length > 0) throw new Error(`request hook returned unknown key(s) ${unknown.map((k) => JSON.stringify(k)).join(', ')}: use headers, cookies, method or body`);
+  if (unknown.length > 0) throw new Error(`request hook returned unknown key(s) ${unknown.map((k) => JSON.stringify(k)).join(', ')}: use headers, cookies, setCookies, method or body`);
   if (typeof method !== 'string' || !METHODS.has(method.toUpperCase())) throw new Error(`request hook: method must be one of ${[...METHODS].join(', ')}, got ${JSON.stringify(method)}`);
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers as Record<string, unknown>)) {
@@ -41,19 +41,28 @@ export function requestShape(returned: unknown): HttpRequestShape | undefined {
   }
   const verb = method.toUpperCase() as HttpRequestShape['method'];
   if (text !== undefined && verb === 'GET') throw new Error('request hook: a GET request has no body; use method POST');
-  return { method: verb, headers: out, ...(text !== undefined ? { body: text } : {}) };
+  const kept = sessionCookieLines(setCookies, options.session ?? false);
+  return { method: verb, headers: out, ...(text !== undefined ? { body: text } : {}), ...(kept.length > 0 ? { setCookies: kept } : {}) };
+}
+
+/** Pure: a hook's `setCookies`, Set-Cookie lines for the request's session; throws when it is not a list of strings, or there is no session. */
+function sessionCookieLines(setCookies: unknown, session: boolean): string[] {
+  if (setCookies === undefined) return [];
+  if (!Array.isArray(setCookies) || setCookies.some((line) => typeof line !== 'string')) throw new Error('request hook: setCookies must be a list of Set-Cookie lines ("name=value; Path=/")');
+  if (setCookies.length > 0 && !session) throw new Error('request hook: setCookies needs a session, and this spider keeps none (sessions.enabled is false); use cookies for this request alone');
+  return setCookies as string[];
 }
 
 /** Runs a code spider's request hook for one URL; a throw or a bad answer is the hook's failure (SpiderHookError). */
 export async function runRequestHook(
   module: LoadedSpiderModule | undefined,
   url: string,
-  ctx: { crawlId: string; spider: Spider; depth: number; meta: Record<string, unknown> },
+  ctx: { crawlId: string; spider: Spider; depth: number; meta: Record<string, unknown>; session?: { id: string; userAgent: string; cookies: Record<string, string> } },
 ): Promise<HttpRequestShape | undefined> {
   const hook = module?.code.request;
   if (!hook) return undefined;
   try {
-    return requestShape(await withinHookDeadline(Promise.resolve(hook(url as never, ctx as never)), ctx.spider.limits.timeoutMs));
+    return requestShape(await withinHookDeadline(Promise.resolve(hook(url as never, ctx as never)), ctx.spider.limits.timeoutMs), { session: ctx.session !== undefined });
   } catch (err) {
     throw new SpiderHookError('request', err, module.locate(err));
   }

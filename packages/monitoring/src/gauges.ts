@@ -248,3 +248,21 @@ function sharedWithin<T>(ms: number, read: () => Promise<T>): () => Promise<T> {
     return last.value;
   };
 }
+
+/**
+ * The fleet's sessions alive (begun, not retired, within their age), read from Redis at each scrape.
+ * Every fetcher exports the same fleet-wide figure: take its max, not its sum. Registered once per
+ * registry, however many fetch stages a process runs.
+ */
+export function registerSessionGauge(registry: Registry, alive: () => Promise<number>): void {
+  const name = 'crawlfleet_sessions_alive';
+  if (registry.getSingleMetric(name)) return;
+  new Gauge({
+    name,
+    help: "the fleet's sessions alive now (the same fleet-wide figure from every fetcher: take the max)",
+    registers: [registry],
+    async collect() {
+      this.set(await alive());
+    },
+  });
+}

@@ -47,6 +47,8 @@ export class FleetMetrics {
   private readonly batchSeconds: Histogram;
   private readonly unavailableSinks: Gauge;
   private readonly renderRequests: Counter<'outcome'>;
+  private readonly sessionsBegun: Counter;
+  private readonly sessionsRetired: Counter<'reason'>;
 
   constructor(labels: Record<string, string> = {}) {
     this.registry.setDefaultLabels(labels);
@@ -89,6 +91,13 @@ export class FleetMetrics {
       labelNames: ['outcome'],
       registers,
     });
+    this.sessionsBegun = new Counter({ name: 'crawlfleet_sessions_begun_total', help: 'sessions (one identity on one host: proxy, profile, cookies) this process began', registers });
+    this.sessionsRetired = new Counter({
+      name: 'crawlfleet_sessions_retired_total',
+      help: 'sessions this process retired, by reason: blocked, age, uses (limits reached), room (the host had its maximum)',
+      labelNames: ['reason'],
+      registers,
+    });
     this.unavailableSinks = new Gauge({ name: 'crawlfleet_sinks_unavailable', help: 'item stores this writer finds unavailable now (its write jobs are parked until they answer)', registers });
   }
 
@@ -122,6 +131,12 @@ export class FleetMetrics {
     this.renderRequests.inc({ outcome: 'sent' }, stats.requests);
     this.renderRequests.inc({ outcome: 'blocked' }, stats.blocked);
     this.renderRequests.inc({ outcome: 'over_budget' }, stats.overBudget);
+  }
+
+  /** What one request did to the fleet's sessions. */
+  sessions(events: { began: number; retired: readonly string[] }): void {
+    if (events.began) this.sessionsBegun.inc(events.began);
+    for (const reason of events.retired) this.sessionsRetired.inc({ reason });
   }
 
   /** How many item stores this writer finds unavailable now (0 when all answer). */

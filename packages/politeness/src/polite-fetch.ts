@@ -6,6 +6,8 @@ import { orderProxies } from './proxy-health.js';
 import type { ProxyEntry } from './proxy-list.js';
 import type { ProxyPool } from './proxy-pool.js';
 import { ROBOTS_FETCH_MAX_BYTES, type RobotsCache, type RobotsFetch, type RobotsLookup, type RobotsRules } from './robots.js';
+import { DEFAULT_SESSION_LIMITS, type RetireReason, type SessionLimits } from './session-choice.js';
+import { SessionStore, type SessionTake, type SessionView, sessionsFromHash } from './session-store.js';
 
 export interface PoliteFetchInput {
   url: string;
@@ -20,8 +22,11 @@ export interface PoliteFetchInput {
   userAgent: string;
   /** the crawl: its deferred requests queue in a line of their own (acquireHost-2.lua, takeProxy-v.lua) */
   crawlId?: string;
-  /** what a code spider's request hook asked for (never applied to robots.txt) */
-  request?: HttpRequestShape;
+  /**
+   * what a code spider's request hook asks for, given the request's session (its cookies for the
+   * URL); asked once the host's turn and the session are known, never for robots.txt nor a browser's load
+   */
+  requestFor?: (session: SessionView | undefined) => Promise<HttpRequestShape | undefined>;
   /** keep the exchange as on the wire (the crawl writes WARC) */
   keepWire?: boolean;
   /**
@@ -58,12 +63,18 @@ export interface HostTurnReport {
   holdUntil?: number;
 }
 
+/** What a turn did to the fleet's sessions, for the metrics: a session begun, sessions retired (with why). */
+export interface SessionEvents {
+  began: number;
+  retired: RetireReason[];
+}
+
 export type PoliteFetchOutcome =
   | { kind: 'wait'; waitMs: number; reason: string }
   | { kind: 'disallowed' }
   | { kind: 'robots-unavailable'; reason: string }
-  | { kind: 'response'; page: FetchResult; verdict: ResponseVerdict; proxy: ProxyEntry | undefined; retryAfterMs: number | undefined; host: HostTurnReport }
-  | { kind: 'error'; error: unknown; proxy: ProxyEntry | undefined; proxyFault: boolean; host: HostTurnReport };
+  | { kind: 'response'; page: FetchResult; verdict: ResponseVerdict; proxy: ProxyEntry | undefined; retryAfterMs: number | undefined; host: HostTurnReport; sessions?: SessionEvents }
+  | { kind: 'error'; error: unknown; proxy: ProxyEntry | undefined; proxyFault: boolean; host: HostTurnReport; sessions?: SessionEvents };
 
 /** How long a job waits when every proxy is banned: about one probe round. */
 const NO_PROXY_WAIT_MS = 2000;
@@ -100,6 +111,10 @@ interface FetchTurn extends RobotsGate {
   policy: HostPolicy;
   grant: Extract<Grant, { go: true }>;
   proxy: ProxyEntry | undefined;
+  /** the session the request goes as, once taken (prepare) */
+  session?: SessionTake;
+  /** what the request hook asked for (prepare) */
+  shape?: HttpRequestShape;
 }
 
 /** What the request brought: a page, or the error it failed with. */
@@ -126,10 +141,12 @@ export interface ExchangeFacts {
  */
 export class PoliteFetcher {
   private readonly limiter: Limiter;
+  /** the fleet's sessions: a host's plain requests go as one of them (a spider's `sessions`) */
+  readonly sessions: SessionStore;
 
   constructor(
-    redis: RedisClient,
-    keys: Keys,
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
     private readonly pool: ProxyPool,
     private readonly robots: RobotsCache,
     private readonly log: Logger,
@@ -137,11 +154,13 @@ export class PoliteFetcher {
     private readonly lookup?: Lookup,
   ) {
     this.limiter = new Limiter(redis, keys);
+    this.sessions = new SessionStore(redis, keys, DEFAULT_SESSION_LIMITS);
   }
 
   /**
-   * The steps: robots.txt → wait for the host (and pick a proxy) → the request → classify → record
-   * what was learnt → robots.txt kept (then the page's own turn), or the page's outcome.
+   * The steps: robots.txt → wait for the host (and pick a proxy) → the session and the request hook
+   * → the request → classify → record what was learnt (a block retires the session) → robots.txt
+   * kept (then the page's own turn), or the page's outcome.
    */
   async fetch(input: PoliteFetchInput): Promise<PoliteFetchOutcome> {
     const url = new URL(input.url);
@@ -149,14 +168,17 @@ export class PoliteFetcher {
     if ('kind' in gate) return gate;
     const turn = await this.waitForHost(input, url, gate);
     if ('kind' in turn) return turn;
+    const unprepared = await this.prepare(turn);
+    if (unprepared) return unprepared;
     const exchange = await this.send(turn);
     const facts = judgeExchange(exchange, input.spider, { proxied: turn.proxy !== undefined, robots: Boolean(turn.robotsOrigin) });
     await this.record(turn, exchange, facts);
+    const sessions = await this.settleSession(turn, exchange, facts);
     const host = hostTurnReport(turn.policy, turn.grant, exchange.page, facts.retryAfterMs);
     if (turn.robotsOrigin) return this.keepRobots(turn, exchange, facts.proxyFault, host);
     const { page, error } = exchange;
-    if (!page) return { kind: 'error', error, proxy: turn.proxy, proxyFault: facts.proxyFault, host };
-    return { kind: 'response', page, verdict: facts.verdict!, proxy: turn.proxy, retryAfterMs: facts.retryAfterMs, host };
+    if (!page) return { kind: 'error', error, proxy: turn.proxy, proxyFault: facts.proxyFault, host, ...(sessions ? { sessions } : {}) };
+    return { kind: 'response', page, verdict: facts.verdict!, proxy: turn.proxy, retryAfterMs: facts.retryAfterMs, host, ...(sessions ? { sessions } : {}) };
   }
 
   /** robots.txt first: its rules, or this turn fetches it (one fetcher of the fleet, under its lock), or an outcome without a request. */
@@ -177,7 +199,8 @@ export class PoliteFetcher {
     const { spider } = input;
     const target = gate.robotsOrigin ? `${gate.robotsOrigin}/robots.txt` : input.url;
     const policy = hostPolicy(spider, url.hostname, gate.crawlDelayMs);
-    const proxies = this.pool.size > 0 ? orderProxies(spider.proxies.strategy, await this.pool.health(), { now: Date.now(), avoid: input.avoidProxies }) : [];
+    const prefer = await this.sessionProxies(spider, url.hostname, Boolean(input.load));
+    const proxies = this.pool.size > 0 ? orderProxies(spider.proxies.strategy, await this.pool.health(), { now: Date.now(), avoid: input.avoidProxies, prefer }) : [];
     if (this.pool.size > 0 && proxies.length === 0) {
       if (gate.robotsOrigin) await this.robots.unlock(gate.robotsOrigin);
       this.log.warn({ url: input.url }, 'every proxy is banned: waiting for a probe to bring one back');
@@ -204,6 +227,39 @@ export class PoliteFetcher {
     return { ...gate, input, url, target, policy, grant, proxy };
   }
 
+  /**
+   * Before anything is sent: the turn's session, then the request hook's shape for it. A failure of
+   * either (Redis, the hook) is the outcome: the host is let go with nothing learnt of it (no
+   * latency, no AutoThrottle change, nothing for the proxy's health).
+   */
+  private async prepare(turn: FetchTurn): Promise<PoliteFetchOutcome | undefined> {
+    try {
+      turn.session = await this.takeSession(turn);
+      if (!turn.robotsOrigin && !turn.input.load && turn.input.requestFor) turn.shape = await this.hookedRequest(turn);
+      return undefined;
+    } catch (error) {
+      const { input, url } = turn;
+      await this.limiter.release({
+        host: url.hostname,
+        leaseId: input.leaseId,
+        banAfterFailures: input.spider.proxies.banAfterFailures,
+        probeAfterMs: FIRST_PROBE_AFTER_MS,
+        maxHoldMs: input.spider.retry.maxRetryAfterMs,
+      });
+      if (turn.robotsOrigin) await this.robots.unlock(turn.robotsOrigin);
+      return { kind: 'error', error, proxy: turn.proxy, proxyFault: false, host: hostTurnReport(turn.policy, turn.grant, undefined, undefined) };
+    }
+  }
+
+  /** The request hook's shape, told the session's cookies for the URL; the cookies it sets go into the session first. */
+  private async hookedRequest(turn: FetchTurn): Promise<HttpRequestShape | undefined> {
+    const held = turn.session?.session;
+    const view = held ? { id: held.id, userAgent: held.profile, cookies: await this.sessions.cookiesFor(held, turn.target) } : undefined;
+    const shape = await turn.input.requestFor!(view);
+    if (held && shape?.setCookies?.length) await this.sessions.storeCookies(held, turn.target, shape.setCookies);
+    return shape;
+  }
+
   /** The request, its failure caught: what it brought. */
   private async send(turn: FetchTurn): Promise<FetchExchange> {
     try {
@@ -211,6 +267,36 @@ export class PoliteFetcher {
     } catch (err) {
       return { page: undefined, error: err };
     }
+  }
+
+  /**
+   * The host's session on the turn's proxy, for a plain request (robots.txt too: one identity per
+   * address), when the spider keeps sessions; a browser's load takes none yet. A new session's
+   * profile is the job's user agent.
+   */
+  private async takeSession(turn: FetchTurn): Promise<SessionTake | undefined> {
+    const { input } = turn;
+    if (!input.spider.sessions.enabled || (input.load && !turn.robotsOrigin)) return undefined;
+    return await this.sessions.take(turn.url.hostname, turn.proxy?.id ?? '', () => input.userAgent, sessionLimits(input.spider));
+  }
+
+  /**
+   * With more proxies than a host may have sessions, the proxies holding one of its sessions, to try
+   * first (orderProxies); otherwise every proxy may hold one, and the strategy alone decides.
+   */
+  private async sessionProxies(spider: Spider, host: string, loads: boolean): Promise<Set<string> | undefined> {
+    if (!spider.sessions.enabled || loads || this.pool.size <= spider.sessions.maxPerHost) return undefined;
+    const { sessions } = sessionsFromHash(await this.redis.hgetall(this.keys.polite().sessions(host)));
+    return new Set(sessions.map((s) => s.proxy));
+  }
+
+  /** A page blocked through its session retires it for the fleet; the turn's session events, for the metrics. */
+  private async settleSession(turn: FetchTurn, exchange: FetchExchange, facts: ExchangeFacts): Promise<SessionEvents | undefined> {
+    const taken = turn.session;
+    if (!taken) return undefined;
+    const retired = taken.retired.map((r) => r.reason);
+    if (exchange.page && facts.verdict?.kind === 'blocked' && !turn.robotsOrigin && (await this.sessions.retire(taken.session))) retired.push('blocked');
+    return { began: taken.began ? 1 : 0, retired };
   }
 
   /** The page loader's load (a browser) or one plain request: robots.txt is always a plain one. */
@@ -226,13 +312,16 @@ export class PoliteFetcher {
   /** A plain request's options: through the turn's proxy, with the fleet's lookup; robots.txt's own size cap, or the page's redirects, hook and wire. */
   private fetchOptions(turn: FetchTurn): FetchOptions {
     const { input, proxy, robotsOrigin, rules } = turn;
+    const session = turn.session?.session;
     return {
-      userAgent: input.userAgent,
+      // A session sends its own profile's user agent, and its cookies (a request hook's after them).
+      userAgent: session?.profile ?? input.userAgent,
+      ...(session ? { cookieJar: this.sessions.jar(session, turn.shape?.headers.cookie) } : {}),
       // Through a proxy, the agent resolves and vets the name with this lookup, and tunnels to the IP.
       ...(proxy ? { agent: this.pool.agents(proxy.id, input.spider.proxies) } : {}),
       ...(this.lookup ? { lookup: this.lookup } : {}),
       // robots.txt follows every redirect (RFC 9309); a page only same-origin ones its robots.txt allows.
-      ...(robotsOrigin ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES } : pageFetchOptions(input, rules)),
+      ...(robotsOrigin ? { maxResponseBytes: ROBOTS_FETCH_MAX_BYTES } : pageFetchOptions({ request: turn.shape, keepWire: input.keepWire }, rules)),
     };
   }
 
@@ -260,6 +349,12 @@ export class PoliteFetcher {
     // The rules are known now; the page itself takes its own turn.
     return this.fetch(turn.input);
   }
+}
+
+/** Pure: a spider's session limits. */
+export function sessionLimits(spider: Pick<Spider, 'sessions'>): SessionLimits {
+  const { maxPerHost, maxAgeMs, maxUses } = spider.sessions;
+  return { maxPerHost, maxAgeMs, maxUses };
 }
 
 /** Pure: what an origin's known robots.txt says of a URL: not now (unavailable), never (disallowed), or go under its rules. */
@@ -294,7 +389,10 @@ export function pageLoadOptions(input: PoliteFetchInput, maxRedirects: number, r
 }
 
 /** Pure: what a page's plain request adds to robots.txt's: the inline redirect rule, the request hook's shape, the wire kept. */
-export function pageFetchOptions(input: Pick<PoliteFetchInput, 'request' | 'keepWire'>, rules: RobotsRules | undefined): Pick<FetchOptions, 'followRedirect' | 'request' | 'keepWire'> {
+export function pageFetchOptions(
+  input: { request?: HttpRequestShape | undefined; keepWire?: boolean | undefined },
+  rules: RobotsRules | undefined,
+): Pick<FetchOptions, 'followRedirect' | 'request' | 'keepWire'> {
   return {
     followRedirect: inlineRedirectRule(rules),
     ...(input.request ? { request: input.request } : {}),

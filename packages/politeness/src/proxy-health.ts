@@ -61,7 +61,7 @@ export function proxyScore(h: ProxyHealth, now: number): number {
 export function orderProxies(
   strategy: Spider['proxies']['strategy'],
   proxies: ProxyHealth[],
-  options: { now: number; avoid?: readonly string[]; random?: () => number; limit?: number },
+  options: { now: number; avoid?: readonly string[]; random?: () => number; limit?: number; prefer?: ReadonlySet<string> },
 ): ProxyHealth[] {
   const random = options.random ?? Math.random;
   const usable = proxies.filter((p) => !p.banned);
@@ -82,5 +82,9 @@ export function orderProxies(
       .sort((a, b) => b.k - a.k)
       .map((x) => x.p);
   }
+  // The proxies that hold one of the host's sessions go first (in the strategy's order): the host
+  // keeps seeing the identities it knows, rather than a new one for every other proxy.
+  const prefer = options.prefer;
+  if (prefer && prefer.size > 0) ordered = [...ordered.filter((p) => prefer.has(p.id)), ...ordered.filter((p) => !prefer.has(p.id))];
   return ordered.slice(0, options.limit ?? 8);
 }

@@ -1,6 +1,7 @@
 import { frontierOf, registerQueueGauges, startMetricsServer, type MetricsServer, type ReadinessCheck } from '@crawlfleet/monitoring';
 
 export type { ReadinessCheck };
+export { registerSessionGauge } from '@crawlfleet/monitoring';
 import type { Queues } from '@crawlfleet/core';
 import type { FleetContext } from './context.js';
 

@@ -78,7 +78,19 @@ export interface ItemContext extends CrawlContext {
   pageUrl: string;
 }
 
-export type RequestContext = CrawlContext;
+/** The request's session (the spider's `sessions`): one identity on the host, shared by the fleet. */
+export interface RequestSession {
+  id: string;
+  /** the User-Agent the session sends */
+  userAgent: string;
+  /** the session's cookies for this URL, name -> value */
+  cookies: Readonly<Record<string, string>>;
+}
+
+export interface RequestContext extends CrawlContext {
+  /** the request's session; absent when the spider keeps none (`sessions.enabled: false`) */
+  session?: RequestSession;
+}
 
 /** A link a parse hook follows: resolved against the page, then scoped (allowedDomains, maxDepth) like any link. */
 export interface FollowRequest {
@@ -107,7 +119,10 @@ export type ParseResult = void | ParseOutput | Iterable<ParseYield> | AsyncItera
 export interface RequestOptions {
   method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   headers?: Record<string, string>;
+  /** cookies for this request alone, sent after the session's */
   cookies?: Record<string, string>;
+  /** Set-Cookie lines the session keeps for its next requests too, as if the site had set them (`"token=abc; Path=/"`); needs a session */
+  setCookies?: string[];
   /** a string is sent as it is; an object as JSON (with `content-type: application/json`) */
   body?: string | Record<string, JsonValue>;
 }

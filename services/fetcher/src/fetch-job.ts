@@ -7,12 +7,12 @@ import type { FetchJobInput, FetchStage } from './fetch-context.js';
 import { parseHereOrHandOver } from './hand-over.js';
 import { settleWithoutPage } from './no-page.js';
 import { goesToBrowserFirst, judgePlainPage } from './render-route.js';
-import { buildRequest, politeFetch } from './request.js';
+import { politeFetch } from './request.js';
 import { settleVerdict } from './verdict.js';
 
 /**
  * One fetch job (the fetch stage's handler, a renderer's too), step by step:
- * route (plain or render) → build the request → polite fetch → classify → record the visit →
+ * route (plain or render) → polite fetch (the host's turn, the session, the request built) → classify → record the visit →
  * judge the plain page (`auto`) → parse here or hand over. Each step that ends the job returns its
  * result or throws (DeferError, RetryableError, GiveUpError) for the harness to finish it.
  */
@@ -20,8 +20,8 @@ export async function fetchJob(stage: FetchStage, run: FetchJobInput): Promise<S
   await stage.registered;
   const mode = renderModeFor(renderSettings(run.crawl.spider), run.data.url);
   if (await goesToBrowserFirst(stage, run, mode)) return { reroute: 'render' };
-  const request = await buildRequest(run);
-  const outcome = await politeFetch(stage, run, request);
+  const outcome = await politeFetch(stage, run);
+  if ('sessions' in outcome && outcome.sessions) stage.ctx.metrics.sessions(outcome.sessions);
   if (outcome.kind !== 'response') return await settleWithoutPage(stage, run, outcome);
   const answer = answerOf(stage, run, outcome);
   const settled = await settleVerdict(answer);

@@ -5,7 +5,7 @@ import { RenderRouting } from './render-routing.js';
 import type { FetchStage } from './fetch-context.js';
 import { fetchJob } from './fetch-job.js';
 import { FIRST_PROBE_AFTER_MS, PoliteFetcher, ProxyPool, RobotsCache, proxyProbe, type ProxyEntry } from '@crawlfleet/politeness';
-import { CrawlBacklogs, createStageWorker, fetchDeadlineMs, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
+import { CrawlBacklogs, createStageWorker, fetchDeadlineMs, registerSessionGauge, runningStage, watchBackpressure, type FleetContext, type RunningStage } from '@crawlfleet/runtime';
 
 export interface FetcherOptions {
   concurrency: number;
@@ -98,6 +98,7 @@ function wireFetchStage(ctx: FleetContext, options: FetchStageOptions): FetchSta
   // Resolution only: fetchPage vets the answers under each spider's own address policy.
   const resolve = makeLookup(overrides, true);
   const polite = new PoliteFetcher(ctx.redis, ctx.keys, pool, robots, ctx.log, resolve);
+  registerSessionGauge(ctx.metrics.registry, () => polite.sessions.alive());
   const registered = pool.register();
   registered.catch(() => undefined);
   pool.startProbing({

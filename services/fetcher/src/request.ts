@@ -1,6 +1,6 @@
 import { conditionalHeaders } from '@crawlfleet/crawl';
 import { runRequestHook, type HttpRequestShape } from '@crawlfleet/fetch';
-import type { PoliteFetchOutcome } from '@crawlfleet/politeness';
+import type { PoliteFetchOutcome, SessionView } from '@crawlfleet/politeness';
 import type { FetchJobInput, FetchStage } from './fetch-context.js';
 
 /**
@@ -13,11 +13,14 @@ export function withConditions(hooked: HttpRequestShape | undefined, conditional
     : hooked;
 }
 
-/** Build the request: what a code spider's request hook asks for, and a recrawl's conditions. */
-export async function buildRequest(run: FetchJobInput): Promise<HttpRequestShape | undefined> {
+/**
+ * Build the request, once the host's turn and the session are known: what a code spider's request
+ * hook asks for (told the session's cookies), and a recrawl's conditions.
+ */
+export async function buildRequest(run: FetchJobInput, session: SessionView | undefined): Promise<HttpRequestShape | undefined> {
   const { data } = run;
   // A code spider's request hook may run more than once for one URL (waits, retries): it should only compute.
-  const hooked = await runRequestHook(run.spiderModule, data.url, { crawlId: data.crawlId, spider: run.crawl.spider, depth: data.depth, meta: data.meta ?? {} });
+  const hooked = await runRequestHook(run.spiderModule, data.url, { crawlId: data.crawlId, spider: run.crawl.spider, depth: data.depth, meta: data.meta ?? {}, ...(session ? { session } : {}) });
   // A recrawl asks for the page only if it changed since the last visit.
   return withConditions(hooked, conditionalHeaders(data.known));
 }
@@ -26,7 +29,7 @@ export async function buildRequest(run: FetchJobInput): Promise<HttpRequestShape
  * The polite fetch (PoliteFetcher): robots.txt, the host's turn, a proxy, then the request, or in a
  * renderer the browser's load; the exchange is kept as on the wire for a crawl that writes WARC.
  */
-export async function politeFetch(stage: FetchStage, run: FetchJobInput, request: HttpRequestShape | undefined): Promise<PoliteFetchOutcome> {
+export async function politeFetch(stage: FetchStage, run: FetchJobInput): Promise<PoliteFetchOutcome> {
   const { renderer } = stage;
   const { data, crawl } = run;
   const { spider } = crawl;
@@ -39,7 +42,7 @@ export async function politeFetch(stage: FetchStage, run: FetchJobInput, request
     redirects: data.redirects,
     userAgent: stage.userAgents.pick(spider.userAgents),
     crawlId: data.crawlId,
-    ...(request ? { request } : {}),
+    requestFor: (session) => buildRequest(run, session),
     ...(crawl.sink.warc && !renderer ? { keepWire: true } : {}),
     ...(renderer ? { load: renderer.loaderFor(spider, run.incarnation), signal: run.signal } : {}),
   });

@@ -178,6 +178,25 @@ export const proxySettingsSchema = z.strictObject({
   resolveNames: z.boolean().default(false),
 });
 
+/**
+ * Sessions (an extension of the contract, issue #30): a host's requests go as one identity (a proxy,
+ * a User-Agent and its headers, a cookie jar) for many requests, shared by the whole fleet through
+ * Redis, as one person would be seen; a block retires the session. Bounded per host, by age and by uses.
+ */
+export const sessionsSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  /** sessions alive at once per host, across all proxies */
+  maxPerHost: z.int().min(1).max(1000).default(8),
+  /** a session retires this long after it began */
+  maxAgeMs: z
+    .int()
+    .min(1000)
+    .max(7 * 24 * 3600_000)
+    .default(30 * 60_000),
+  /** a session retires after this many requests */
+  maxUses: z.int().min(1).max(1_000_000).default(100),
+});
+
 export const DEFAULT_BLOCK_PATTERNS = ['captcha', 'unusual traffic', 'access denied', 'automated queries'];
 /** The longest real block page modelled in test/fixtures/blocks has about 1,000 characters of text. */
 export const DEFAULT_BLOCK_PAGE_MAX_CHARS = 2000;
@@ -289,6 +308,7 @@ export const spiderSchema = z
     hosts: z.record(z.string().min(1), hostPolitenessSchema).default({}),
     retry: retrySchema.prefault({}),
     proxies: proxySettingsSchema.prefault({}),
+    sessions: sessionsSchema.prefault({}),
     blockPatterns: z.array(z.string().min(1)).default(DEFAULT_BLOCK_PATTERNS),
     /** a 2xx body shorter than this is a block (an extension of the contract; 1 = only an empty body) */
     blockMinBytes: z.int().min(0).default(1),
