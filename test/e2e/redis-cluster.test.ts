@@ -171,8 +171,8 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
       // The fleet's sessions (issue #30) on the host's slot: two takes through one proxy share a
       // session and its cookies; a block retires it with them.
       const sessions = new SessionStore(redis, new Keys('cf'), { maxPerHost: 2, maxAgeMs: 60_000, maxUses: 10 });
-      const first = await sessions.take('sessions.test', 'cccccccccccc', () => 'chrome-linux');
-      const again = await sessions.take('sessions.test', 'cccccccccccc', () => 'firefox-linux');
+      const first = await sessions.take({ host: 'sessions.test', scope: 'c' }, 'cccccccccccc', () => ({ userAgent: 'chrome-linux', headers: {} }));
+      const again = await sessions.take({ host: 'sessions.test', scope: 'c' }, 'cccccccccccc', () => ({ userAgent: 'firefox-linux', headers: {} }));
       expect(again.session).toMatchObject({ id: first.session.id, profile: 'chrome-linux', uses: 2 });
       await sessions.storeCookies(first.session, 'https://sessions.test/', ['sid=1; Path=/']);
       expect(await sessions.cookieHeader(again.session, 'https://sessions.test/')).toBe('sid=1');
@@ -180,10 +180,13 @@ describe('Redis Cluster: 3 masters, 3 replicas', () => {
       expect(await sessions.cookieHeader(again.session, 'https://sessions.test/')).toBe('');
       // a host at its maximum makes room: the script's variable keys (the retired cookies) on the slot too
       const one = new SessionStore(redis, new Keys('cf'), { maxPerHost: 1, maxAgeMs: 60_000, maxUses: 10 });
-      const before = await one.take('room.test', 'p1', () => 'chrome-linux');
+      const aliveBefore = await one.alive();
+      const before = await one.take({ host: 'room.test', scope: 'c' }, 'p1', () => ({ userAgent: 'chrome-linux', headers: {} }));
       await one.storeCookies(before.session, 'https://room.test/', ['sid=1; Path=/']);
-      expect((await one.take('room.test', 'p2', () => 'chrome-linux')).retired).toEqual([{ id: before.session.id, reason: 'room' }]);
+      expect((await one.take({ host: 'room.test', scope: 'c' }, 'p2', () => ({ userAgent: 'chrome-linux', headers: {} }))).retired).toEqual([{ id: before.session.id, reason: 'room' }]);
       expect(await one.cookieHeader(before.session, 'https://room.test/')).toBe('');
+      // the gauge reads every politeness slot's alive set, on whichever master holds it: one more
+      expect(await one.alive()).toBe(aliveBefore + 1);
 
       // Every script ran on the master of its keys' slot: each is in some master's script cache
       // (ioredis sends EVAL when EVALSHA finds none, and a CROSSSLOT refusal comes before that).

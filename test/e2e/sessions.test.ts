@@ -21,13 +21,13 @@ const BOOKS = 49 * 20;
 
 type Wall = Awaited<ReturnType<typeof startBotWall>>;
 
-function catalogueSpider(name: string, port: number, sessions: object) {
+function catalogueSpider(name: string, port: number, sessions: object, obeyRobotsTxt = false) {
   return {
     name,
     startUrls: [`https://${HOST}:${port}/index.html`],
     allowedDomains: [`${HOST}:${port}`],
     allowPrivateAddresses: true,
-    obeyRobotsTxt: false,
+    obeyRobotsTxt,
     follow: [{ css: 'li.next a' }],
     items: [
       {
@@ -90,7 +90,7 @@ describe('sessions, fleet-wide, behind a bot wall that reads session cookies', (
   });
 
   /** One crawl of the catalogue behind a new wall: its items, status and the wall. */
-  async function crawlBehindWall(crawlId: string, sessions: object, maxRequests: number) {
+  async function crawlBehindWall(crawlId: string, sessions: object, maxRequests: number, obeyRobotsTxt = false) {
     const wall = await startBotWall({
       cert: readFileSync(certificates.cert),
       key: readFileSync(certificates.key),
@@ -100,7 +100,7 @@ describe('sessions, fleet-wide, behind a bot wall that reads session cookies', (
     });
     try {
       const out = join(dir, `${crawlId}.jsonl`);
-      const seeded = await runCli(['seed', writeJson(dir, `${crawlId}.json`, catalogueSpider(crawlId, wall.port, sessions)), '--crawl-id', crawlId, '--sink', out], { env });
+      const seeded = await runCli(['seed', writeJson(dir, `${crawlId}.json`, catalogueSpider(crawlId, wall.port, sessions, obeyRobotsTxt)), '--crawl-id', crawlId, '--sink', out], { env });
       expect(seeded.code).toBe(0);
       const waited = await runCli(['wait', '--crawl-id', crawlId, '--timeout', '150'], { env, timeoutMs: 160_000 });
       expect(waited.code).toBe(0);
@@ -121,7 +121,7 @@ describe('sessions, fleet-wide, behind a bot wall that reads session cookies', (
     // Two fetcher processes, each with its own rotation of User-Agents, sent each session as one
     // browser: a cookie back under another User-Agent would have been blocked (session-user-agent).
     expect(requestsBySession(wall)).toEqual([30, 20]);
-    expect(await redis.zcard(new Keys(prefix).polite().sessionsAlive)).toBe(1);
+    expect(await redis.zcard(new Keys(prefix).polite().sessionsAlive(HOST))).toBe(1);
     // The fleet's metrics say the same: 2 sessions begun, 1 retired for its block, 1 alive.
     expect(await fleetSum(metricsPorts, 'crawlfleet_sessions_begun_total')).toBe(2);
     expect(await fleetSum(metricsPorts, 'crawlfleet_sessions_retired_total', 'reason="blocked"')).toBe(1);
@@ -135,6 +135,18 @@ describe('sessions, fleet-wide, behind a bot wall that reads session cookies', (
     expect(status.counters).toMatchObject({ fetched: PAGES, failed: 1, blocked: 0, retries: 0 });
     expect(wall.counts).toEqual({ allowed: PAGES, blocked: 0, sessionsStarted: 5 });
     expect(requestsBySession(wall)).toEqual([10, 10, 10, 10, 10]);
+  });
+
+  test("robots.txt goes as the host's session too (its User-Agent and headers, no cookie kept): the session it begins is counted once", async () => {
+    const begunBefore = await fleetSum(metricsPorts, 'crawlfleet_sessions_begun_total');
+    const { items, status, wall } = await crawlBehindWall('robots', {}, 100, true);
+    expect(items).toHaveLength(BOOKS);
+    expect(status.counters).toMatchObject({ fetched: PAGES, failed: 1, blocked: 0 });
+    expect(wall.visits.filter((v) => v.path === '/robots.txt')).toHaveLength(1);
+    // one identity: robots.txt's visit and the pages' carry one User-Agent (its cookie is not kept)
+    expect(new Set(wall.visits.map((v) => v.userAgent)).size).toBe(1);
+    expect(wall.counts).toEqual({ allowed: PAGES + 1, blocked: 0, sessionsStarted: 2 });
+    expect((await fleetSum(metricsPorts, 'crawlfleet_sessions_begun_total')) - begunBefore).toBe(1);
   });
 
   test('without sessions, every request is a stranger: no cookie comes back, and the User-Agent changes', async () => {

@@ -4,7 +4,7 @@
 // JA4 spec, the published value stops coming out.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { browserFamily, familiesFrom, judgeVisit, sessionIdOf } from '../fixtures/bot-wall.mjs';
+import { browserFamily, familiesFrom, identityOf, judgeVisit, sessionIdOf } from '../fixtures/bot-wall.mjs';
 import { akamaiFingerprint, clientHelloFrom, http2Preamble, isGrease, ja4, parseClientHello } from '../fixtures/fingerprint-site.mjs';
 
 const PUBLISHED = {
@@ -170,6 +170,13 @@ describe('the bot wall judges a visit by the family its User-Agent claims (pure)
     expect(judgeVisit(chromium, sessionOf(chromium, [0, 1, 2]), families, limits, 9_999)).toEqual({ allow: false, reason: 'session-rate' });
     // the window slides: the request at 0 is out of it at 10,000
     expect(judgeVisit(chromium, sessionOf(chromium, [0, 1, 2]), families, limits, 10_000)).toEqual({ allow: true });
+  });
+
+  test("a session's cookie sent with the same User-Agent but other client hints or languages is blocked", () => {
+    const hinted = { ...chromium, identity: identityOf({ 'sec-ch-ua': '"Chromium";v="156"', 'accept-language': 'en-US' }) };
+    const session = { ...sessionOf(chromium), identity: hinted.identity };
+    expect(judgeVisit(hinted, session, families, limits, 0)).toEqual({ allow: true });
+    expect(judgeVisit({ ...hinted, identity: identityOf({ 'accept-language': 'en-US' }) }, session, families, limits, 0)).toEqual({ allow: false, reason: 'session-headers' });
   });
 
   test('the session cookie is read among others', () => {

@@ -103,12 +103,14 @@ export interface PoliteKeys {
   /** string: a host's robots.txt as fetched (JSON), with a TTL */
   robots(origin: string): string;
   robotsLock(origin: string): string;
-  /** hash: a host's sessions, fleet-wide (see applySessionChoice-v.lua) */
-  sessions(host: string): string;
+  /** hash: a host's sessions of one scope (a crawl), fleet-wide (see applySessionChoice-v.lua) */
+  sessions(host: string, scope: string): string;
   /** hash: one session's cookies, `domain;path;name` -> the cookie (JSON) */
-  sessionCookies(host: string, id: string): string;
-  /** sorted set: the fleet's sessions (`host id`) -> when each ends by age (ms), for the sessions-alive gauge */
-  sessionsAlive: string;
+  sessionCookies(host: string, scope: string, id: string): string;
+  /** sorted set, one per politeness slot: the slot's sessions (`scope host id`) -> when each ends by age (ms) */
+  sessionsAlive(host: string): string;
+  /** every politeness slot's sessionsAlive, for the fleet's gauge */
+  allSessionsAlive(): string[];
 }
 
 /**
@@ -211,9 +213,10 @@ export class Keys {
       probeLock: (id: string) => `${proxies}:probe:${id}`,
       robots: (origin: string) => `${tag(originHost(origin))}:robots:${origin}`,
       robotsLock: (origin: string) => `${tag(originHost(origin))}:robots-lock:${origin}`,
-      sessions: (host: string) => `${tag(host)}:sessions:${host}`,
-      sessionCookies: (host: string, id: string) => `${tag(host)}:session:${host}:${id}:cookies`,
-      sessionsAlive: `${proxies}:sessions-alive`,
+      sessions: (host: string, scope: string) => `${tag(host)}:sessions:${scope}:${host}`,
+      sessionCookies: (host: string, scope: string, id: string) => `${tag(host)}:session:${scope}:${host}:${id}:cookies`,
+      sessionsAlive: (host: string) => `${tag(host)}:sessions-alive`,
+      allSessionsAlive: () => Array.from({ length: POLITE_SHARDS }, (_, n) => `${this.prefix}:{polite:${n}}:sessions-alive`),
     };
   }
 

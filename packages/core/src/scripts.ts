@@ -29,7 +29,7 @@ const SCRIPT_FILES = {
   acquireHost: 'acquireHost-2.lua',
   takeProxy: 'takeProxy-v.lua',
   applySessionChoice: 'applySessionChoice-v.lua',
-  retireSession: 'retireSession-2.lua',
+  retireSession: 'retireSession-3.lua',
   storeSessionCookies: 'storeSessionCookies-2.lua',
   undoHost: 'undoHost-2.lua',
   releaseHost: 'releaseHost-2.lua',

@@ -64,6 +64,8 @@ export interface FetchOptions {
   request?: HttpRequestShape;
   /** keep the exchange as on the wire (WARC output): the body is then decoded here, not by got */
   keepWire?: boolean;
+  /** the identity headers to send (a session's, the same from every fetcher) in place of those of `userAgent`'s browser */
+  identityHeaders?: Record<string, string>;
   /**
    * the cookies of the request's session (got's cookieJar, tough-cookie's shape): asked for the
    * Cookie header of every hop, told each hop's Set-Cookie
@@ -148,9 +150,14 @@ function gotOptions(options: FetchOptions, limits: RequestLimits, lookup: Lookup
       response: limits.timeoutMs,
       request: limits.timeoutMs,
     },
-    headers: { ...identityHeaders(options.userAgent), ...shape?.headers },
+    headers: { ...(options.identityHeaders ?? identityHeaders(options.userAgent)), ...shape?.headers },
     hooks: {
-      beforeRedirect: [(next) => assertUrlAddressAllowed(next.url as URL, policy)],
+      beforeRedirect: [
+        (next) => assertUrlAddressAllowed(next.url as URL, policy),
+        // got keeps the last hop's Cookie header when the jar has nothing for the next: a cookie the
+        // redirect deleted, or one of another path, would go on. The jar alone decides each hop's.
+        ...(options.cookieJar ? [(next: { headers: Record<string, unknown> }) => void delete next.headers.cookie] : []),
+      ],
     },
   };
 }

@@ -49,8 +49,21 @@ export function requestShape(returned: unknown, options: { session?: boolean } =
 function sessionCookieLines(setCookies: unknown, session: boolean): string[] {
   if (setCookies === undefined) return [];
   if (!Array.isArray(setCookies) || setCookies.some((line) => typeof line !== 'string')) throw new Error('request hook: setCookies must be a list of Set-Cookie lines ("name=value; Path=/")');
+  const unsendable = (setCookies as string[]).find((line) => !/^[\x20-\x7e]+$/.test(line));
+  if (unsendable !== undefined) throw new Error(`request hook: setCookies line ${JSON.stringify(unsendable.slice(0, 80))} has characters a Cookie header cannot carry (printable ASCII only)`);
   if (setCookies.length > 0 && !session) throw new Error('request hook: setCookies needs a session, and this spider keeps none (sessions.enabled is false); use cookies for this request alone');
   return setCookies as string[];
+}
+
+/**
+ * Pure: a request whose hook's `setCookies` go with it as plain cookies, for a caller with no session
+ * to keep them in (`crawlfleet shell`: its session lives for its one request).
+ */
+export function withSetCookiesSent(shape: HttpRequestShape | undefined): HttpRequestShape | undefined {
+  if (!shape?.setCookies?.length) return shape;
+  const { setCookies, ...rest } = shape;
+  const pairs = setCookies.map((line) => line.split(';')[0]!.trim()).filter((pair) => pair.includes('='));
+  return { ...rest, headers: { ...rest.headers, cookie: [rest.headers.cookie, ...pairs].filter(Boolean).join('; ') } };
 }
 
 /** Runs a code spider's request hook for one URL; a throw or a bad answer is the hook's failure (SpiderHookError). */

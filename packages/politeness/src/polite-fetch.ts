@@ -1,5 +1,16 @@
 import { parseRetryAfter, type Keys, type Logger, type Spider, type RedisClient } from '@crawlfleet/core';
-import { classifyResponse, fetchPage, headerValue, isInlineRedirect, type FetchOptions, type FetchResult, type HttpRequestShape, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
+import {
+  classifyResponse,
+  fetchPage,
+  headerValue,
+  identityHeaders,
+  isInlineRedirect,
+  type FetchOptions,
+  type FetchResult,
+  type HttpRequestShape,
+  type Lookup,
+  type ResponseVerdict,
+} from '@crawlfleet/fetch';
 import { type HostPolicy, hostPolicy, jitterFactor, nextThrottleDelay } from './host-policy.js';
 import { type Grant, Limiter, type ProxyOutcome, type ReleaseInput } from './limiter.js';
 import { orderProxies } from './proxy-health.js';
@@ -7,7 +18,7 @@ import type { ProxyEntry } from './proxy-list.js';
 import type { ProxyPool } from './proxy-pool.js';
 import { ROBOTS_FETCH_MAX_BYTES, type RobotsCache, type RobotsFetch, type RobotsLookup, type RobotsRules } from './robots.js';
 import { DEFAULT_SESSION_LIMITS, type RetireReason, type SessionLimits } from './session-choice.js';
-import { SessionStore, type SessionTake, type SessionView, sessionsFromHash } from './session-store.js';
+import { isSessionFault, SessionStore, type SessionTake, type SessionView, sessionsFromHash } from './session-store.js';
 
 export interface PoliteFetchInput {
   url: string;
@@ -27,6 +38,8 @@ export interface PoliteFetchInput {
    * URL); asked once the host's turn and the session are known, never for robots.txt nor a browser's load
    */
   requestFor?: (session: SessionView | undefined) => Promise<HttpRequestShape | undefined>;
+  /** the longest the request hook may take (its deadline): the host's lease is held that much longer */
+  hookMs?: number;
   /** keep the exchange as on the wire (the crawl writes WARC) */
   keepWire?: boolean;
   /**
@@ -69,12 +82,13 @@ export interface SessionEvents {
   retired: RetireReason[];
 }
 
-export type PoliteFetchOutcome =
+export type PoliteFetchOutcome = (
   | { kind: 'wait'; waitMs: number; reason: string }
   | { kind: 'disallowed' }
   | { kind: 'robots-unavailable'; reason: string }
-  | { kind: 'response'; page: FetchResult; verdict: ResponseVerdict; proxy: ProxyEntry | undefined; retryAfterMs: number | undefined; host: HostTurnReport; sessions?: SessionEvents }
-  | { kind: 'error'; error: unknown; proxy: ProxyEntry | undefined; proxyFault: boolean; host: HostTurnReport; sessions?: SessionEvents };
+  | { kind: 'response'; page: FetchResult; verdict: ResponseVerdict; proxy: ProxyEntry | undefined; retryAfterMs: number | undefined; host: HostTurnReport }
+  | { kind: 'error'; error: unknown; proxy: ProxyEntry | undefined; proxyFault: boolean; host: HostTurnReport }
+) & { sessions?: SessionEvents };
 
 /** How long a job waits when every proxy is banned: about one probe round. */
 const NO_PROXY_WAIT_MS = 2000;
@@ -121,6 +135,8 @@ interface FetchTurn extends RobotsGate {
 export interface FetchExchange {
   page: FetchResult | undefined;
   error: unknown;
+  /** the request failed on the fleet's side (its session's cookies in Redis), not the site's nor the proxy's */
+  internal?: boolean;
 }
 
 /** What an exchange says: the page's verdict, a Retry-After hold, and the proxy's part in it. */
@@ -131,6 +147,8 @@ export interface ExchangeFacts {
   proxyFault: boolean;
   /** what goes into the proxy's health: none for a request without a proxy, or an error that is not the proxy's */
   proxyOutcome: ProxyOutcome | undefined;
+  /** set when the failure was the fleet's own (FetchExchange.internal): nothing is learnt of the host */
+  internal?: true;
 }
 
 /**
@@ -175,10 +193,11 @@ export class PoliteFetcher {
     await this.record(turn, exchange, facts);
     const sessions = await this.settleSession(turn, exchange, facts);
     const host = hostTurnReport(turn.policy, turn.grant, exchange.page, facts.retryAfterMs);
-    if (turn.robotsOrigin) return this.keepRobots(turn, exchange, facts.proxyFault, host);
+    // robots.txt's turn may have begun the host's session: its events go with the page's outcome.
+    if (turn.robotsOrigin) return withSessionEvents(await this.keepRobots(turn, exchange, facts.proxyFault, host), sessions);
     const { page, error } = exchange;
-    if (!page) return { kind: 'error', error, proxy: turn.proxy, proxyFault: facts.proxyFault, host, ...(sessions ? { sessions } : {}) };
-    return { kind: 'response', page, verdict: facts.verdict!, proxy: turn.proxy, retryAfterMs: facts.retryAfterMs, host, ...(sessions ? { sessions } : {}) };
+    if (!page) return withSessionEvents({ kind: 'error', error, proxy: turn.proxy, proxyFault: facts.proxyFault, host }, sessions);
+    return withSessionEvents({ kind: 'response', page, verdict: facts.verdict!, proxy: turn.proxy, retryAfterMs: facts.retryAfterMs, host }, sessions);
   }
 
   /** robots.txt first: its rules, or this turn fetches it (one fetcher of the fleet, under its lock), or an outcome without a request. */
@@ -199,7 +218,7 @@ export class PoliteFetcher {
     const { spider } = input;
     const target = gate.robotsOrigin ? `${gate.robotsOrigin}/robots.txt` : input.url;
     const policy = hostPolicy(spider, url.hostname, gate.crawlDelayMs);
-    const prefer = await this.sessionProxies(spider, url.hostname, Boolean(input.load));
+    const prefer = await this.sessionProxies(input, url.hostname);
     const proxies = this.pool.size > 0 ? orderProxies(spider.proxies.strategy, await this.pool.health(), { now: Date.now(), avoid: input.avoidProxies, prefer }) : [];
     if (this.pool.size > 0 && proxies.length === 0) {
       if (gate.robotsOrigin) await this.robots.unlock(gate.robotsOrigin);
@@ -209,7 +228,8 @@ export class PoliteFetcher {
     const grant = await this.limiter.acquire({
       host: url.hostname,
       leaseId: input.leaseId,
-      leaseMs: spider.limits.timeoutMs + 10_000,
+      // The request's time, the request hook's (it runs inside the turn, told the session), and a margin.
+      leaseMs: spider.limits.timeoutMs + (input.hookMs ?? 0) + 10_000,
       policy,
       jitter: jitterFactor(policy.randomize),
       deferrals: input.deferrals,
@@ -239,55 +259,67 @@ export class PoliteFetcher {
       return undefined;
     } catch (error) {
       const { input, url } = turn;
-      await this.limiter.release({
-        host: url.hostname,
-        leaseId: input.leaseId,
-        banAfterFailures: input.spider.proxies.banAfterFailures,
-        probeAfterMs: FIRST_PROBE_AFTER_MS,
-        maxHoldMs: input.spider.retry.maxRetryAfterMs,
-      });
-      if (turn.robotsOrigin) await this.robots.unlock(turn.robotsOrigin);
-      return { kind: 'error', error, proxy: turn.proxy, proxyFault: false, host: hostTurnReport(turn.policy, turn.grant, undefined, undefined) };
+      try {
+        await this.limiter.release({
+          host: url.hostname,
+          leaseId: input.leaseId,
+          banAfterFailures: input.spider.proxies.banAfterFailures,
+          probeAfterMs: FIRST_PROBE_AFTER_MS,
+          maxHoldMs: input.spider.retry.maxRetryAfterMs,
+        });
+      } finally {
+        if (turn.robotsOrigin) await this.robots.unlock(turn.robotsOrigin);
+      }
+      const sessions = turn.session ? { began: turn.session.began ? 1 : 0, retired: turn.session.retired.map((r) => r.reason) } : undefined;
+      return withSessionEvents({ kind: 'error', error, proxy: turn.proxy, proxyFault: false, host: hostTurnReport(turn.policy, turn.grant, undefined, undefined) }, sessions);
     }
   }
 
-  /** The request hook's shape, told the session's cookies for the URL; the cookies it sets go into the session first. */
+  /** The request hook's shape, told the session (its cookies for the URL read if the hook asks); the cookies it sets go into the session first. */
   private async hookedRequest(turn: FetchTurn): Promise<HttpRequestShape | undefined> {
     const held = turn.session?.session;
-    const view = held ? { id: held.id, userAgent: held.profile, cookies: await this.sessions.cookiesFor(held, turn.target) } : undefined;
+    const view = held ? { id: held.id, userAgent: held.profile, cookies: () => this.sessions.cookiesFor(held, turn.target) } : undefined;
     const shape = await turn.input.requestFor!(view);
     if (held && shape?.setCookies?.length) await this.sessions.storeCookies(held, turn.target, shape.setCookies);
     return shape;
   }
 
-  /** The request, its failure caught: what it brought. */
+  /** The request, its failure caught: what it brought; a failure of its session's cookie store is the fleet's, not the site's. */
   private async send(turn: FetchTurn): Promise<FetchExchange> {
     try {
       return { page: await this.request(turn), error: undefined };
     } catch (err) {
-      return { page: undefined, error: err };
+      return { page: undefined, error: err, ...(isSessionFault(err) ? { internal: true } : {}) };
     }
   }
 
   /**
-   * The host's session on the turn's proxy, for a plain request (robots.txt too: one identity per
-   * address), when the spider keeps sessions; a browser's load takes none yet. A new session's
-   * profile is the job's user agent.
+   * The host's session (in the crawl's scope) on the turn's proxy, for a plain request (robots.txt
+   * too: one identity per address), when the spider keeps sessions; a renderer's turns take none
+   * yet. A new session's profile is the job's user agent and the whole header set that goes with it.
    */
   private async takeSession(turn: FetchTurn): Promise<SessionTake | undefined> {
     const { input } = turn;
-    if (!input.spider.sessions.enabled || (input.load && !turn.robotsOrigin)) return undefined;
-    return await this.sessions.take(turn.url.hostname, turn.proxy?.id ?? '', () => input.userAgent, sessionLimits(input.spider));
+    if (!input.spider.sessions.enabled || input.load) return undefined;
+    const place = { host: turn.url.hostname, scope: input.crawlId ?? '' };
+    return await this.sessions.take(place, turn.proxy?.id ?? '', () => ({ userAgent: input.userAgent, headers: identityHeaders(input.userAgent) }), sessionLimits(input.spider));
   }
 
   /**
    * With more proxies than a host may have sessions, the proxies holding one of its sessions, to try
    * first (orderProxies); otherwise every proxy may hold one, and the strategy alone decides.
    */
-  private async sessionProxies(spider: Spider, host: string, loads: boolean): Promise<Set<string> | undefined> {
-    if (!spider.sessions.enabled || loads || this.pool.size <= spider.sessions.maxPerHost) return undefined;
-    const { sessions } = sessionsFromHash(await this.redis.hgetall(this.keys.polite().sessions(host)));
-    return new Set(sessions.map((s) => s.proxy));
+  private async sessionProxies(input: PoliteFetchInput, host: string): Promise<Set<string> | undefined> {
+    const { spider } = input;
+    if (!spider.sessions.enabled || input.load || this.pool.size <= spider.sessions.maxPerHost) return undefined;
+    try {
+      const { sessions } = sessionsFromHash(await this.redis.hgetall(this.keys.polite().sessions(host, input.crawlId ?? '')));
+      return new Set(sessions.map((s) => s.proxy));
+    } catch (err) {
+      // A preference only: without it the strategy alone orders the proxies.
+      this.log.warn({ err, host }, "could not read the host's sessions to prefer their proxies");
+      return undefined;
+    }
   }
 
   /** A page blocked through its session retires it for the fleet; the turn's session events, for the metrics. */
@@ -313,10 +345,14 @@ export class PoliteFetcher {
   private fetchOptions(turn: FetchTurn): FetchOptions {
     const { input, proxy, robotsOrigin, rules } = turn;
     const session = turn.session?.session;
+    const hookCookie = turn.shape?.headers.cookie;
     return {
-      // A session sends its own profile's user agent, and its cookies (a request hook's after them).
+      // A session sends its own profile (its User-Agent and header set, the same from every fetcher)
+      // and, for a page, its cookies with a request hook's after them; robots.txt (whose redirects
+      // may go anywhere) neither sends nor keeps any.
       userAgent: session?.profile ?? input.userAgent,
-      ...(session ? { cookieJar: this.sessions.jar(session, turn.shape?.headers.cookie) } : {}),
+      ...(session?.headers ? { identityHeaders: session.headers } : {}),
+      ...(session && !robotsOrigin ? { cookieJar: this.sessions.jar(session, hookCookie ? { cookie: hookCookie, origin: turn.url.origin } : undefined) } : {}),
       // Through a proxy, the agent resolves and vets the name with this lookup, and tunnels to the IP.
       ...(proxy ? { agent: this.pool.agents(proxy.id, input.spider.proxies) } : {}),
       ...(this.lookup ? { lookup: this.lookup } : {}),
@@ -349,6 +385,13 @@ export class PoliteFetcher {
     // The rules are known now; the page itself takes its own turn.
     return this.fetch(turn.input);
   }
+}
+
+/** Pure: an outcome with a turn's session events added to those it carries. */
+export function withSessionEvents(outcome: PoliteFetchOutcome, events: SessionEvents | undefined): PoliteFetchOutcome {
+  if (!events) return outcome;
+  const carried = outcome.sessions;
+  return { ...outcome, sessions: carried ? { began: carried.began + events.began, retired: [...events.retired, ...carried.retired] } : events };
 }
 
 /** Pure: a spider's session limits. */
@@ -407,6 +450,7 @@ export function pageFetchOptions(
  */
 export function judgeExchange(exchange: FetchExchange, spider: Spider, how: { proxied: boolean; robots: boolean }, now: () => number = Date.now): ExchangeFacts {
   const { page, error } = exchange;
+  if (exchange.internal) return { verdict: undefined, retryAfterMs: undefined, proxyFault: false, proxyOutcome: undefined, internal: true };
   const verdict = page ? classifyResponse(page, spider) : undefined;
   const retryAfterMs = page && (page.status === 429 || page.status === 503) ? parseRetryAfter(headerValue(page.headers, 'retry-after'), now(), spider.retry.maxRetryAfterMs) : undefined;
   const proxyFault = error !== undefined && how.proxied && isProxyFault(error);
@@ -432,7 +476,7 @@ export function releaseInput(spider: Spider, lease: HostLease, page: FetchResult
     leaseId: lease.leaseId,
     ...(page ? { latencyMs: page.elapsedMs } : {}),
     ...(facts.retryAfterMs !== undefined ? { holdMs: facts.retryAfterMs } : {}),
-    ...(policy.autoThrottle.enabled && !facts.proxyFault
+    ...(policy.autoThrottle.enabled && !facts.proxyFault && !facts.internal
       ? { hostDelayMs: nextThrottleDelay(lease.hostDelayMs, { latencyMs: page?.elapsedMs ?? spider.limits.timeoutMs, ...(page ? { status: page.status } : {}), failed: !page }, policy) }
       : {}),
     ...(lease.proxyId !== undefined && facts.proxyOutcome ? { proxy: { id: lease.proxyId, outcome: facts.proxyOutcome } } : {}),

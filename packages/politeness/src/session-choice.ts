@@ -33,8 +33,10 @@ export interface SessionRecord {
   id: string;
   /** the proxy's id, or '' for a direct connection */
   proxy: string;
-  /** the browser profile: its name (for example chrome-linux) and the User-Agent it sends */
+  /** the browser profile: the User-Agent it sends */
   profile: string;
+  /** the whole header set that goes with the User-Agent (client hints, Accept, Sec-Fetch-*), sent by every fetcher alike */
+  headers?: Record<string, string>;
   createdAt: number;
   uses: number;
   lastUsedAt: number;

@@ -1,6 +1,6 @@
 import type { LoadedSpiderModule, Spider } from '@crawlfleet/core';
 import { extractResponse, runPageHooks, type ExtractedItem } from '@crawlfleet/extract';
-import { classifyResponse, decodePage, fetchPage, flatHeaders, isParseable, runRequestHook, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
+import { classifyResponse, decodePage, fetchPage, flatHeaders, isParseable, runRequestHook, withSetCookiesSent, type Lookup, type ResponseVerdict } from '@crawlfleet/fetch';
 
 export interface ShellOptions {
   userAgent: string;
@@ -40,7 +40,9 @@ export interface ShellPage {
  */
 export async function shellPage(url: string, spider: Spider, options: ShellOptions): Promise<ShellPage> {
   const crawlId = 'shell';
-  const request = await runRequestHook(options.module, url, { crawlId, spider, depth: 0, meta: {} });
+  // A spider that keeps sessions: the hook is told one, fresh (no cookie yet), which lives for this one request.
+  const session = spider.sessions.enabled ? { session: { id: 'shell', userAgent: options.userAgent, cookies: {} } } : {};
+  const request = withSetCookiesSent(await runRequestHook(options.module, url, { crawlId, spider, depth: 0, meta: {}, ...session }));
   const page = await fetchPage(url, spider, {
     userAgent: options.userAgent,
     ...(options.lookup ? { lookup: options.lookup } : {}),

@@ -19,8 +19,10 @@ export function withConditions(hooked: HttpRequestShape | undefined, conditional
  */
 export async function buildRequest(run: FetchJobInput, session: SessionView | undefined): Promise<HttpRequestShape | undefined> {
   const { data } = run;
-  // A code spider's request hook may run more than once for one URL (waits, retries): it should only compute.
-  const hooked = await runRequestHook(run.spiderModule, data.url, { crawlId: data.crawlId, spider: run.crawl.spider, depth: data.depth, meta: data.meta ?? {}, ...(session ? { session } : {}) });
+  // The session's cookies are read only for a hook that will be told them.
+  const told = session && hasRequestHook(run) ? { session: { id: session.id, userAgent: session.userAgent, cookies: await session.cookies() } } : {};
+  // A code spider's request hook may run more than once for one URL (retries): it should only compute.
+  const hooked = await runRequestHook(run.spiderModule, data.url, { crawlId: data.crawlId, spider: run.crawl.spider, depth: data.depth, meta: data.meta ?? {}, ...told });
   // A recrawl asks for the page only if it changed since the last visit.
   return withConditions(hooked, conditionalHeaders(data.known));
 }
@@ -43,7 +45,13 @@ export async function politeFetch(stage: FetchStage, run: FetchJobInput): Promis
     userAgent: stage.userAgents.pick(spider.userAgents),
     crawlId: data.crawlId,
     requestFor: (session) => buildRequest(run, session),
+    // The hook runs inside the host's turn, for at most its deadline (withinHookDeadline).
+    ...(hasRequestHook(run) ? { hookMs: spider.limits.timeoutMs } : {}),
     ...(crawl.sink.warc && !renderer ? { keepWire: true } : {}),
     ...(renderer ? { load: renderer.loaderFor(spider, run.incarnation), signal: run.signal } : {}),
   });
+}
+
+function hasRequestHook(run: FetchJobInput): boolean {
+  return typeof run.spiderModule?.code.request === 'function';
 }
