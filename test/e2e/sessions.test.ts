@@ -127,6 +127,13 @@ describe('sessions, fleet-wide, behind a bot wall that reads session cookies', (
     expect(await fleetSum(metricsPorts, 'crawlfleet_sessions_retired_total', 'reason="blocked"')).toBe(1);
     expect(await fleetSum(metricsPorts, 'crawlfleet_sessions_retired_total')).toBe(1);
     for (const port of metricsPorts) expect(await fleetSum([port], 'crawlfleet_sessions_alive')).toBe(1);
+    // A reset (and gc) forgets the crawl's sessions with the rest of it.
+    const polite = new Keys(prefix).polite();
+    const [alive] = await redis.zrange(polite.sessionsAlive(HOST), 0, -1);
+    const id = alive!.split(' ')[2]!;
+    expect(await redis.exists(polite.sessions(HOST, 'kept'), polite.sessionCookies(HOST, 'kept', id))).toBe(2);
+    expect((await runCli(['reset', '--crawl-id', 'kept'], { env })).code).toBe(0);
+    expect(await redis.exists(polite.sessions(HOST, 'kept'), polite.sessionCookies(HOST, 'kept', id), polite.sessionsAlive(HOST))).toBe(0);
   });
 
   test('maxUses retires a session before the wall sees too much of it: 5 sessions of 10 requests, no block', async () => {

@@ -96,7 +96,7 @@ const FORGOTTEN_RUN = 'forgotten';
  * the index's size is read after the fence, when no admission can split a bucket any more. A
  * removal cut short keeps `part` (and the size) for the next to finish.
  */
-async function unlinkPartition(redis: RedisClient, keys: Keys, k: PartKeys, hooks: ForgetHooks = {}): Promise<number> {
+async function unlinkPartition(redis: RedisClient, keys: Keys, crawlId: string, k: PartKeys, hooks: ForgetHooks = {}): Promise<number> {
   await redis.hset(k.part, 'startedAt', FORGOTTEN_RUN);
   const [level, split] = (await redis.hmget(k.part, 'iL', 'is')).map((v) => Number(v ?? 0)) as [number, number];
   const buckets = 2 ** level + split;
@@ -111,7 +111,31 @@ async function unlinkPartition(redis: RedisClient, keys: Keys, k: PartKeys, hook
     await redis.zrem(k.backlog, ...hosts);
   }
   await hooks.afterIndexGone?.(k);
+  unlinked += await forgetSessions(redis, keys, crawlId, k.hosts);
   return unlinked + (await unlinkAll(redis, keys.partFixedKeys(k)));
+}
+
+/**
+ * The crawl's sessions on the partition's hosts (found in its `hosts` hash): each host's sessions
+ * hash and its sessions' cookie hashes are unlinked, and the sessions leave their slot's alive set.
+ * Each host's keys share a politeness slot; hosts are done a batch at a time, side by side.
+ */
+async function forgetSessions(redis: RedisClient, keys: Keys, crawlId: string, hostsKey: string): Promise<number> {
+  const k = keys.polite();
+  let unlinked = 0;
+  const forgetHost = async (host: string) => {
+    const sessionsKey = k.sessions(host, crawlId);
+    const ids = (await redis.hkeys(sessionsKey)).filter((field) => field !== '#v' && !field.includes(':'));
+    unlinked += await redis.unlink(sessionsKey, ...ids.map((id) => k.sessionCookies(host, crawlId, id)));
+    if (ids.length > 0) await redis.zrem(k.sessionsAlive(host), ...ids.map((id) => `${crawlId} ${host} ${id}`));
+  };
+  await eachBatch(
+    (cursor) => redis.hscan(hostsKey, cursor, 'COUNT', BATCH),
+    async (flat) => {
+      await Promise.all(flat.filter((_, i) => i % 2 === 0).map(forgetHost));
+    },
+  );
+  return unlinked;
 }
 
 /** Removes the crawl's jobs from BullMQ and unlinks every partition's keys (not the crawl's own keys). */
@@ -121,7 +145,7 @@ export async function forgetPartitions(redis: RedisClient, keys: Keys, queues: Q
     const jobs = await removeJobs(redis, queues, k.pending, k.dead);
     total.queuedJobs += jobs.queuedJobs;
     total.deadJobs += jobs.deadJobs;
-    total.keys += await unlinkPartition(redis, keys, k, hooks);
+    total.keys += await unlinkPartition(redis, keys, layout.crawlId, k, hooks);
   }
   return total;
 }
