@@ -46,13 +46,14 @@ async function startPrivateRedis(password: string): Promise<{ port: number; stop
 }
 
 /** Every key of the database and its value, read by type (DUMP compresses, so it is read as well). */
-async function dumpRedis(redis: Redis, match = '*'): Promise<string> {
+async function dumpRedis(redis: Redis, match = '*', skip?: RegExp): Promise<string> {
   const parts: string[] = [];
   let cursor = '0';
   do {
     const [next, keys] = await redis.scan(cursor, 'MATCH', match, 'COUNT', 1000);
     cursor = next;
     for (const key of keys) {
+      if (skip?.test(key)) continue;
       const type = await redis.type(key);
       const value =
         type === 'string'
@@ -334,12 +335,18 @@ export default defineSpider({
       expect(shown).toContain('/p/3.html');
       const redis = new Redis(REDIS_URL);
       let stored = '';
+      let sessionCookies = '';
       try {
-        stored = await dumpRedis(redis, `${prefix}:*`);
+        // The session's cookie jar is where the fleet keeps a site's cookies, on purpose (its next
+        // requests send them: docs/spider-format.md, sessions); nowhere else may hold them.
+        const jar = /:session:cookies:[^:]+:[^:]+:cookies$/;
+        stored = await dumpRedis(redis, `${prefix}:*`, jar);
+        sessionCookies = await dumpRedis(redis, `${prefix}:*:session:cookies:*:cookies`);
       } finally {
         redis.disconnect();
       }
       expect(stored).toContain('/p/3.html');
+      expect(sessionCookies).toContain(COOKIE);
       expect({ shown: [COOKIE, TOKEN].filter((s) => shown.includes(s)), stored: [COOKIE, TOKEN].filter((s) => stored.includes(s)) }).toEqual({ shown: [], stored: [] });
       // ...and the hook no longer sees them (docs/spider-format.md says which headers it gets).
       expect(items.filter((i) => /set-cookie|x-auth-token/.test(String(i.headerNames)))).toEqual([]);
