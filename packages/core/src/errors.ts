@@ -65,3 +65,11 @@ export class StaleRunError extends CrawlfleetError {
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/**
+ * An error and the causes it wraps, outermost first, at most `depth` of them: got wraps an agent's
+ * or a cookie jar's error in a RequestError, whose cause is the one that tells what happened.
+ */
+export function* causeChain(err: unknown, depth = 5): Generator<{ code?: string; message?: string }> {
+  for (let e = err as { cause?: unknown } | undefined, i = 0; e && i < depth; e = e.cause as typeof e, i++) yield e as { code?: string; message?: string };
+}

@@ -1,5 +1,5 @@
 import got, { type Agents, type CancelableRequest, type OptionsOfBufferResponseBody, type Response } from 'got';
-import { NonRetryableError, RetryableError, type Spider, type WireCapture } from '@crawlfleet/core';
+import { NonRetryableError, RetryableError, causeChain, type Spider, type WireCapture } from '@crawlfleet/core';
 import { encodeBody } from './body-codec.js';
 import { redirectTarget } from './redirect.js';
 import { lookup as dnsLookup } from 'node:dns';
@@ -83,9 +83,7 @@ export interface HttpRequestShape {
 }
 
 function findForbidden(err: unknown): ForbiddenAddressError | undefined {
-  for (let e = err as { cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) {
-    if (e instanceof ForbiddenAddressError) return e;
-  }
+  for (const e of causeChain(err)) if (e instanceof ForbiddenAddressError) return e;
   return undefined;
 }
 

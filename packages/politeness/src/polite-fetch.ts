@@ -1,4 +1,4 @@
-import { parseRetryAfter, type Keys, type Logger, type Spider, type RedisClient } from '@crawlfleet/core';
+import { causeChain, parseRetryAfter, type Keys, type Logger, type Spider, type RedisClient } from '@crawlfleet/core';
 import {
   classifyResponse,
   fetchPage,
@@ -100,7 +100,7 @@ export const FIRST_PROBE_AFTER_MS = 2000;
  * our credentials)? Other errors (a tunnel the target reset, a slow page) say nothing against it.
  */
 export function isProxyFault(err: unknown): boolean {
-  for (let e = err as { code?: string; message?: string; cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) {
+  for (const e of causeChain(err)) {
     if (e.code === 'ECONNREFUSED' || e.code === 'EHOSTUNREACH' || e.code === 'ENETUNREACH') return true;
     if (/Proxy timeout|Bad response: 407/.test(e.message ?? '')) return true;
   }
@@ -270,7 +270,7 @@ export class PoliteFetcher {
       } finally {
         if (turn.robotsOrigin) await this.robots.unlock(turn.robotsOrigin);
       }
-      const sessions = turn.session ? { began: turn.session.began ? 1 : 0, retired: turn.session.retired.map((r) => r.reason) } : undefined;
+      const sessions = turn.session ? eventsOfTake(turn.session) : undefined;
       return withSessionEvents({ kind: 'error', error, proxy: turn.proxy, proxyFault: false, host: hostTurnReport(turn.policy, turn.grant, undefined, undefined) }, sessions);
     }
   }
@@ -326,9 +326,9 @@ export class PoliteFetcher {
   private async settleSession(turn: FetchTurn, exchange: FetchExchange, facts: ExchangeFacts): Promise<SessionEvents | undefined> {
     const taken = turn.session;
     if (!taken) return undefined;
-    const retired = taken.retired.map((r) => r.reason);
-    if (exchange.page && facts.verdict?.kind === 'blocked' && !turn.robotsOrigin && (await this.sessions.retire(taken.session))) retired.push('blocked');
-    return { began: taken.began ? 1 : 0, retired };
+    const events = eventsOfTake(taken);
+    if (exchange.page && facts.verdict?.kind === 'blocked' && !turn.robotsOrigin && (await this.sessions.retire(taken.session))) events.retired.push('blocked');
+    return events;
   }
 
   /** The page loader's load (a browser) or one plain request: robots.txt is always a plain one. */
@@ -511,4 +511,9 @@ export function robotsAnswer(exchange: FetchExchange, proxyFault: boolean): Robo
   // own fault: neither is the site's robots.txt being unavailable.
   if (proxyFault || (error as { code?: string } | undefined)?.code === 'ERR_FORBIDDEN_ADDRESS') return undefined;
   return page ? { status: page.status, body: page.body.toString('utf8') } : { unavailable: (error as Error).message };
+}
+
+/** Pure: what taking a session did, for the metrics: whether it began one, and the sessions it retired. */
+function eventsOfTake(take: SessionTake): SessionEvents {
+  return { began: take.began ? 1 : 0, retired: take.retired.map((r) => r.reason) };
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Keys, type RedisClient, runScript } from '@crawlfleet/core';
+import { causeChain, type Keys, type RedisClient, runScript } from '@crawlfleet/core';
 import { Cookie, CookieJar } from 'tough-cookie';
 import { chooseSession, type RetireReason, type SessionLimits, type SessionRecord, sessionLimitsProblem } from './session-choice.js';
 
@@ -77,9 +77,7 @@ export class SessionStoreError extends Error {
 
 /** Pure: was this failure (or one it wraps, as got wraps its cookie jar's) the session store's? */
 export function isSessionFault(err: unknown): boolean {
-  for (let e = err as { cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) {
-    if (e instanceof SessionStoreError) return true;
-  }
+  for (const e of causeChain(err)) if (e instanceof SessionStoreError) return true;
   return false;
 }
 
